@@ -77,8 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selection(verify)
     verify.add_argument("--dest", required=True, type=Path)
 
-    man = sub.add_parser("manifest", help="print the resolved manifest as JSON, or `check` it")
-    man.add_argument("action", nargs="?", choices=["check"], help="compare with the installed consumers")
+    man = sub.add_parser("manifest", help="print the resolved manifest as JSON, `check` it, or its `digest`")
+    man.add_argument("action", nargs="?", choices=["check", "digest"],
+                     help="check: compare with the installed consumers; digest: print the manifest digest")
     _add_selection(man, default_manifest=True)
 
     doctor = sub.add_parser("doctor", help="in a job: will each consumer accept the baked files?")
@@ -180,6 +181,9 @@ def cmd_manifest(args: argparse.Namespace) -> int:
     from bake import consumers
 
     assets = _selected(args)
+    if args.action == "digest":
+        print(manifest.manifest_digest(assets))
+        return 0
     if args.action != "check":
         doc = {"manifest_digest": manifest.manifest_digest(assets), "assets": [manifest.to_json(a) for a in assets]}
         print(json.dumps(doc, indent=2))

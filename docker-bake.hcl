@@ -1,0 +1,99 @@
+# bake: verified asset layers for ROCm CI images.
+#
+#   docker buildx bake                  # the image (group "default")
+#   docker buildx bake assets --set assets.output=type=local,dest=DIR
+#   docker buildx bake --print          # what would be built, resolved
+#
+# Site specifics (cache, registries, network) belong in -f override files:
+# docker/bake-ci.hcl is an example, docker/bake-test.hcl is what the tests use.
+
+variable "BASE_IMAGE" {
+  description = "ROCm base image for the final stage (Dockerfile default: rocm/dev-ubuntu-22.04:7.0-complete)."
+  default     = null
+}
+
+variable "FETCH_IMAGE" {
+  description = "Any image with python3 >= 3.10 that runs the fetch stage (Dockerfile default: python:3.12-slim-bookworm)."
+  default     = null
+}
+
+variable "ASSET_MANIFEST" {
+  description = "Asset manifest (TOML), relative to the build context."
+  default     = "docker/assets.toml"
+}
+
+variable "ASSET_GROUPS" {
+  description = "Space-separated groups to bake, e.g. \"vllm\"; empty bakes every asset."
+  default     = ""
+}
+
+variable "ASSET_MIRRORS" {
+  description = "Space-separated PREFIX=REPLACEMENT URL rewrites, tried before the origin."
+  default     = ""
+}
+
+variable "ASSET_DIGEST" {
+  description = "Manifest digest (`bake manifest digest`) for the label; the build fails if it does not match."
+  default     = ""
+}
+
+variable "BAKE_FETCH_ARGS" {
+  description = "Extra `bake fetch` options, e.g. \"--no-origin --connections 8\"."
+  default     = ""
+}
+
+variable "ASSETS_FROM" {
+  description = "Where the asset layer comes from: the \"assets\" stage, or a published assets image reference."
+  default     = null
+}
+
+variable "IMAGE_NAME" {
+  description = "Repository name of the final image."
+  default     = "bake/rocm"
+}
+
+variable "IMAGE_TAG" {
+  description = "Tag of the final image."
+  default     = "local"
+}
+
+# Overlaid by docker/metadata-action in CI with the real tags and labels.
+target "docker-metadata-action" {
+  tags = ["${IMAGE_NAME}:${IMAGE_TAG}"]
+}
+
+target "_common" {
+  context    = "."
+  dockerfile = "docker/Dockerfile"
+  args = {
+    BASE_IMAGE      = BASE_IMAGE
+    FETCH_IMAGE     = FETCH_IMAGE
+    ASSET_MANIFEST  = ASSET_MANIFEST
+    ASSET_GROUPS    = ASSET_GROUPS
+    ASSET_MIRRORS   = ASSET_MIRRORS
+    ASSET_DIGEST    = ASSET_DIGEST
+    BAKE_FETCH_ARGS = BAKE_FETCH_ARGS
+    ASSETS_FROM     = ASSETS_FROM
+  }
+  labels = {
+    "org.opencontainers.image.title"       = "bake ROCm CI image"
+    "org.opencontainers.image.description" = "ROCm base with verified, pre-baked model assets"
+    "org.opencontainers.image.version"     = IMAGE_TAG
+  }
+}
+
+# The verified files alone, FROM scratch. Export it, or use it as a named
+# context in another bake file: contexts = { bake-assets = "target:assets" }.
+target "assets" {
+  inherits = ["_common"]
+  target   = "assets"
+}
+
+target "image" {
+  inherits = ["_common", "docker-metadata-action"]
+  target   = "image"
+}
+
+group "default" {
+  targets = ["image"]
+}

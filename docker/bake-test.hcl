@@ -1,0 +1,32 @@
+# Test override: stand-in bases, the test manifest, and host networking so the
+# fetch stage can reach the loopback mirror (dockerd here has no bridge).
+#   docker buildx bake -f docker-bake.hcl -f docker/bake-test.hcl --allow=network.host image
+
+variable "BASE_IMAGE" {
+  description = "Stand-in for the ROCm base, built by scripts/toolchain.sh."
+  default     = "local/rocm-standin:bookworm"
+}
+
+variable "FETCH_IMAGE" {
+  description = "The stand-in has python3 3.11, enough for the stdlib-only fetch."
+  default     = "local/rocm-standin:bookworm"
+}
+
+variable "ASSET_MANIFEST" {
+  description = "Production vocab plus a generated checkpoint (tests/assets.py)."
+  default     = "tests/image/assets.toml"
+}
+
+variable "BAKE_FETCH_ARGS" {
+  description = "Tests must never reach the origin URLs."
+  default     = "--no-origin"
+}
+
+variable "IMAGE_NAME" {
+  description = "Repository name of the image under test."
+  default     = "bake/rocm-test"
+}
+
+target "_common" {
+  network = "host"
+}
