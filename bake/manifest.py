@@ -187,7 +187,9 @@ def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = 
     if extra:
         raise ManifestError(f"{source}: unknown top-level key(s) {', '.join(extra)}; only [[asset]] tables are allowed")
     raw_assets = data.get("asset")
-    if not isinstance(raw_assets, list) or not raw_assets:
+    if raw_assets is not None and not isinstance(raw_assets, list):
+        raise ManifestError(f"{source}: 'asset' must be an array of tables written [[asset]], not [asset]")
+    if not raw_assets:
         raise ManifestError(f"{source}: no [[asset]] tables found; a manifest lists at least one asset")
     assets = [parse_asset(raw, i, allow_http=allow_http) for i, raw in enumerate(raw_assets)]
     for field in ("name", "path"):

@@ -29,4 +29,6 @@ variable "IMAGE_NAME" {
 
 target "_common" {
   network = "host"
+  # A dummy token, handed over exactly as a real Hub token would be.
+  secret = ["id=hf_token,env=BAKE_TEST_HF_TOKEN"]
 }
