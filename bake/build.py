@@ -1,0 +1,60 @@
+"""``bake build``: check the build context, optionally export HEAD's tree, then run ``docker buildx bake``."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+
+from bake.context import LISTING_LIMIT, check_context, describe_exit, export_context
+from bake.errors import BuildError
+
+log = logging.getLogger(__name__)
+
+
+def run_build(
+    directory: Path, bake_args: Sequence[str], *, export: bool = False, strict: bool = False
+) -> int:
+    """Check DIRECTORY's context, then run ``docker buildx bake BAKE_ARGS`` there; return 0.
+
+    A failed check raises its own error (ContextDirty, GitError) before anything is built. With
+    ``export`` every target's context is an export of HEAD's tree (``--set *.context=DIR``), so
+    untracked files and mode drift never reach BuildKit. Raises BuildError when bake fails (its
+    exit code in the message) or docker cannot be run.
+    """
+    directory = Path(directory).absolute()
+    report = check_context(directory, strict=strict)
+    with ExitStack() as stack:
+        overrides: list[str] = []
+        if export:
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bake-context-")))
+            exported = export_context(directory, tmp / "context")
+            # buildx >= 0.20 refuses to read outside the working directory unless allowed.
+            overrides = ["--set", f"*.context={exported}", f"--allow=fs.read={exported}"]
+        elif report.untracked:
+            log.warning(
+                "%d untracked file(s) in %s enter the build context (commit, ignore or .dockerignore them, "
+                "or use --export): %s",
+                len(report.untracked),
+                report.root,
+                ", ".join(report.untracked[:LISTING_LIMIT]),
+            )
+        cmd = ["docker", "buildx", "bake", *overrides, *bake_args]
+        log.info("running %s", shlex.join(cmd))
+        try:
+            returncode = subprocess.run(cmd, cwd=directory, check=False).returncode
+        except OSError as exc:
+            raise BuildError(
+                f"cannot run `docker buildx bake` in {directory}: {exc.strerror}; install the docker CLI "
+                "with the buildx plugin (scripts/toolchain.sh) or put it on PATH"
+            ) from exc
+    if returncode != 0:
+        raise BuildError(
+            f"docker buildx bake failed in {directory} ({describe_exit(returncode)}): `{shlex.join(cmd)}`; "
+            "the build log above names the target and step that failed"
+        )
+    return 0
