@@ -44,8 +44,13 @@ def _add_selection(p: argparse.ArgumentParser, *, default_manifest: bool = False
         default=manifest.DEFAULT_MANIFEST if default_manifest else None,
         help=f"asset manifest (TOML); default {manifest.DEFAULT_MANIFEST}",
     )
-    p.add_argument("--group", action="append", default=[], metavar="G",
-                   help="select assets in group G plus shared assets; repeatable")
+    p.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="G",
+        help="select assets in group G plus shared assets; repeatable",
+    )
     p.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
 
 
@@ -59,14 +64,25 @@ def build_parser() -> argparse.ArgumentParser:
     fetch = sub.add_parser("fetch", help="download, verify and install every selected asset")
     _add_selection(fetch, default_manifest=True)
     fetch.add_argument("--dest", required=True, type=Path, help="directory that receives the assets")
-    fetch.add_argument("--mirror", action="append", default=[], metavar="PREFIX=REPLACEMENT",
-                       help="rewrite URLs; tried before the original; repeatable; also BAKE_MIRRORS")
+    fetch.add_argument(
+        "--mirror",
+        action="append",
+        default=[],
+        metavar="PREFIX=REPLACEMENT",
+        help="rewrite URLs; tried before the original; repeatable; also BAKE_MIRRORS",
+    )
     fetch.add_argument("--no-origin", action="store_true", help="try only rewritten URLs")
-    fetch.add_argument("--cache-dir", type=Path, help="download cache; default ${XDG_CACHE_HOME:-~/.cache}/bake")
+    fetch.add_argument(
+        "--cache-dir", type=Path, help="download cache; default ${XDG_CACHE_HOME:-~/.cache}/bake"
+    )
     fetch.add_argument("--connections", type=_positive_int, help="connections per asset")
     fetch.add_argument("--attempts", type=_positive_int, default=5, help="attempts per source (default 5)")
-    fetch.add_argument("--timeout", type=_positive_float, default=30.0,
-                       help="connect and stall timeout in seconds (default 30)")
+    fetch.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=30.0,
+        help="connect and stall timeout in seconds (default 30)",
+    )
     fetch.add_argument("--deadline", type=_positive_float, help="wall-clock limit per asset, seconds")
     fetch.add_argument("--ca-bundle", help="CA bundle for https; default SSL_CERT_FILE or the system store")
     fetch.add_argument("--jobs", type=_positive_int, default=4, help="assets fetched at once (default 4)")
@@ -78,8 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--dest", required=True, type=Path)
 
     man = sub.add_parser("manifest", help="print the resolved manifest as JSON, `check` it, or its `digest`")
-    man.add_argument("action", nargs="?", choices=["check", "digest"],
-                     help="check: compare with the installed consumers; digest: print the manifest digest")
+    man.add_argument(
+        "action",
+        nargs="?",
+        choices=["check", "digest"],
+        help="check: compare with the installed consumers; digest: print the manifest digest",
+    )
     _add_selection(man, default_manifest=True)
 
     doctor = sub.add_parser("doctor", help="in a job: will each consumer accept the baked files?")
@@ -102,10 +122,20 @@ def build_parser() -> argparse.ArgumentParser:
     cache = sub.add_parser("cache", help="manage the download cache")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
     prune = cache_sub.add_parser("prune", help="drop stale partials and entries no manifest names")
-    prune.add_argument("--manifest", action="append", default=[], type=Path,
-                       help="keep entries this manifest names; repeatable")
-    prune.add_argument("--max-age", type=float, default=7.0, metavar="DAYS",
-                       help="partials older than this are removed (default 7)")
+    prune.add_argument(
+        "--manifest",
+        action="append",
+        default=[],
+        type=Path,
+        help="keep entries this manifest names; repeatable",
+    )
+    prune.add_argument(
+        "--max-age",
+        type=float,
+        default=7.0,
+        metavar="DAYS",
+        help="partials older than this are removed (default 7)",
+    )
     prune.add_argument("--cache-dir", type=Path)
     return parser
 
@@ -145,15 +175,27 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         if args.json:
             _write_report(args.json, records)
     lockfile.write_index(args.dest, assets)
-    log.info("%d asset(s) verified under %s (manifest digest %s)",
-             len(assets), args.dest, manifest.manifest_digest(assets))
+    log.info(
+        "%d asset(s) verified under %s (manifest digest %s)",
+        len(assets),
+        args.dest,
+        manifest.manifest_digest(assets),
+    )
     return 0
 
 
 def _write_report(path: Path, records: list) -> None:
     report = [
-        {"name": r.name, "path": r.path, "source": r.source, "bytes": r.bytes, "size": r.size,
-         "seconds": round(r.seconds, 3), "attempts": r.attempts, "cached": r.cached}
+        {
+            "name": r.name,
+            "path": r.path,
+            "source": r.source,
+            "bytes": r.bytes,
+            "size": r.size,
+            "seconds": round(r.seconds, 3),
+            "attempts": r.attempts,
+            "cached": r.cached,
+        }
         for r in records
     ]
     path.write_text(json.dumps({"assets": report}, indent=2) + "\n", encoding="utf-8")
@@ -185,7 +227,10 @@ def cmd_manifest(args: argparse.Namespace) -> int:
         print(manifest.manifest_digest(assets))
         return 0
     if args.action != "check":
-        doc = {"manifest_digest": manifest.manifest_digest(assets), "assets": [manifest.to_json(a) for a in assets]}
+        doc = {
+            "manifest_digest": manifest.manifest_digest(assets),
+            "assets": [manifest.to_json(a) for a in assets],
+        }
         print(json.dumps(doc, indent=2))
         return 0
     findings = consumers.check_manifest(assets)
@@ -196,8 +241,8 @@ def cmd_manifest(args: argparse.Namespace) -> int:
     bad = [f for f in findings if not f.ok]
     if bad:
         raise UsageError(
-            f"{len(bad)} manifest entr{'y' if len(bad) == 1 else 'ies'} disagree with the installed consumers; "
-            "a job would re-download them: fix the manifest or pin the consumer version"
+            f"{len(bad)} manifest entr{'y' if len(bad) == 1 else 'ies'} disagree with the installed "
+            "consumers; a job would re-download them: fix the manifest or pin the consumer version"
         )
     return 0
 
@@ -210,7 +255,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     for f in findings:
         print(f"{'ok' if f.ok else 'WOULD DOWNLOAD'}  {f.consumer}  {f.asset}: {f.detail}")
     if not findings:
-        print("bake: no consumer package (s3tokenizer, openai-harmony, tiktoken) is installed; nothing to check")
+        print(
+            "bake: no consumer package (s3tokenizer, openai-harmony, tiktoken) is installed; nothing to check"
+        )
     bad = [f for f in findings if not f.ok]
     if bad:
         raise FetchError(
@@ -240,9 +287,11 @@ def _warn_untracked(untracked: tuple[str, ...]) -> None:
     if untracked:
         listing = "\n  ".join(untracked[:50])
         more = f"\n  … and {len(untracked) - 50} more" if len(untracked) > 50 else ""
-        print(f"bake: warning: {len(untracked)} untracked file(s) would enter a plain build context "
-              f"(commit, ignore or .dockerignore them; --strict refuses them):\n  {listing}{more}",
-              file=sys.stderr)
+        print(
+            f"bake: warning: {len(untracked)} untracked file(s) would enter a plain build context "
+            f"(commit, ignore or .dockerignore them; --strict refuses them):\n  {listing}{more}",
+            file=sys.stderr,
+        )
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -282,13 +331,16 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"bake: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="bake: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="bake: %(message)s", stream=sys.stderr
+    )
     try:
         return COMMANDS[args.command](args)
     except BakeError as exc:
         print(f"bake: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("bake: interrupted; partial downloads stay in the cache and a rerun resumes them", file=sys.stderr)
+        print(
+            "bake: interrupted; partial downloads stay in the cache and a rerun resumes them", file=sys.stderr
+        )
         return 130

@@ -53,9 +53,9 @@ def s3tokenizer_table() -> dict[str, tuple[str, str]] | None:
         return None
     tables: dict[str, dict] = {}
     for node in ast.parse(origin.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id in ("_MODELS", "_SHA256S"):
-                tables[node.targets[0].id] = ast.literal_eval(node.value)
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if isinstance(target, ast.Name) and target.id in ("_MODELS", "_SHA256S"):
+            tables[target.id] = ast.literal_eval(node.value)
     models, hashes = tables.get("_MODELS", {}), tables.get("_SHA256S", {})
     return {name: (url, hashes.get(name, "")) for name, url in models.items()}
 
@@ -89,7 +89,9 @@ def check_manifest(assets: list[Asset]) -> list[Finding]:
         if kind == "s3tokenizer" and s3_table is not None:
             model = PurePosixPath(asset.path).stem
             if model not in s3_table:
-                findings.append(Finding("s3tokenizer", asset.name, False, f"model {model!r} is not in its table"))
+                findings.append(
+                    Finding("s3tokenizer", asset.name, False, f"model {model!r} is not in its table")
+                )
                 continue
             url, sha = s3_table[model]
             problems = []
@@ -97,7 +99,9 @@ def check_manifest(assets: list[Asset]) -> list[Finding]:
                 problems.append(f"sha256 {asset.sha256} in the manifest, {sha} in s3tokenizer")
             if url not in asset.urls:
                 problems.append(f"s3tokenizer downloads {url}, which the manifest does not list")
-            findings.append(Finding("s3tokenizer", asset.name, not problems, "; ".join(problems) or "matches"))
+            findings.append(
+                Finding("s3tokenizer", asset.name, not problems, "; ".join(problems) or "matches")
+            )
         elif kind == "tiktoken" and tk_table is not None:
             canonical = asset.canonical_url()
             if canonical not in tk_table:
@@ -132,12 +136,16 @@ def tiktoken_cache_dir() -> Path | None:
 
 def _check_lookup(consumer: str, name: str, lookup: Path, expected: str, *, hash_it: bool) -> Finding:
     if not lookup.is_file():
-        seen = "a dangling link" if lookup.is_symlink() else "nothing" if not lookup.exists() else "not a file"
+        seen = (
+            "a dangling link" if lookup.is_symlink() else "nothing" if not lookup.exists() else "not a file"
+        )
         return Finding(consumer, name, False, f"looks at {lookup}, finds {seen}; it would download")
     if hash_it:
         actual = sha256_file(lookup)
         if actual != expected:
-            return Finding(consumer, name, False, f"{lookup} has sha256 {actual}, expected {expected}; it would download")
+            return Finding(
+                consumer, name, False, f"{lookup} has sha256 {actual}, expected {expected}; it would download"
+            )
     return Finding(consumer, name, True, f"{lookup} is served")
 
 
@@ -156,11 +164,15 @@ def doctor(assets_root: Path, baked: list[LockedFile]) -> list[Finding]:
             model = PurePosixPath(entry.path).stem
             table_sha = s3_table.get(model, ("", ""))[1]
             if table_sha != entry.sha256:
-                findings.append(Finding(
-                    "s3tokenizer", entry.path, False,
-                    f"its table expects sha256 {table_sha or '(no entry)'}, the baked file is {entry.sha256}; "
-                    "it would re-download",
-                ))
+                findings.append(
+                    Finding(
+                        "s3tokenizer",
+                        entry.path,
+                        False,
+                        f"its table expects sha256 {table_sha or '(no entry)'}, "
+                        f"the baked file is {entry.sha256}; it would re-download",
+                    )
+                )
                 continue
             lookup = s3tokenizer_root() / parts[-1]
             # A link to the baked file is already proven by the lock; anything else is hashed.
@@ -169,12 +181,22 @@ def doctor(assets_root: Path, baked: list[LockedFile]) -> list[Finding]:
         elif parts[0] == "tiktoken":
             if harmony is not None:
                 lookup = harmony_cache_dir() / parts[-1]
-                findings.append(_check_lookup("openai-harmony", entry.path, lookup, entry.sha256, hash_it=True))
+                findings.append(
+                    _check_lookup("openai-harmony", entry.path, lookup, entry.sha256, hash_it=True)
+                )
             if tiktoken is not None:
                 cache = tiktoken_cache_dir()
                 if cache is None:
-                    findings.append(Finding("tiktoken", entry.path, False, "TIKTOKEN_CACHE_DIR is empty: caching off, it downloads"))
+                    findings.append(
+                        Finding(
+                            "tiktoken",
+                            entry.path,
+                            False,
+                            "TIKTOKEN_CACHE_DIR is empty: caching off, it downloads",
+                        )
+                    )
                 else:
-                    findings.append(_check_lookup("tiktoken", entry.path, cache / parts[-1], entry.sha256, hash_it=True))
+                    findings.append(
+                        _check_lookup("tiktoken", entry.path, cache / parts[-1], entry.sha256, hash_it=True)
+                    )
     return findings
-

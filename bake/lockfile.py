@@ -81,7 +81,8 @@ def read_lock(dest: Path) -> list[LockedFile]:
         return [LockedFile(e["path"], e.get("size"), e["sha256"]) for e in doc["assets"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(
-            f"{lock_path}: cannot read the lock ({exc}); pass --manifest, or point --dest at a baked asset root"
+            f"{lock_path}: cannot read the lock ({exc}); "
+            "pass --manifest, or point --dest at a baked asset root"
         ) from None
 
 

@@ -107,12 +107,13 @@ def _check_consumer_rules(asset: Asset, where: str) -> None:
                 f"{where}: path {asset.path!r} is not the SHA-1 of its canonical url "
                 f"{canonical!r}; expected path {expected!r}"
             )
-    elif parts[0] == "s3tokenizer":
-        if len(parts) != 2 or not parts[1].endswith(".onnx") or parts[1] == ".onnx":
-            raise ManifestError(
-                f"{where}: path {asset.path!r} must be s3tokenizer/<model>.onnx, "
-                "the name s3tokenizer.load_model() looks for"
-            )
+    elif parts[0] == "s3tokenizer" and (
+        len(parts) != 2 or not parts[1].endswith(".onnx") or parts[1] == ".onnx"
+    ):
+        raise ManifestError(
+            f"{where}: path {asset.path!r} must be s3tokenizer/<model>.onnx, "
+            "the name s3tokenizer.load_model() looks for"
+        )
 
 
 def parse_asset(raw: object, index: int, *, allow_http: bool = False) -> Asset:
@@ -185,7 +186,9 @@ def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = 
     data = _load_toml(text, source)
     extra = sorted(set(data) - {"asset"})
     if extra:
-        raise ManifestError(f"{source}: unknown top-level key(s) {', '.join(extra)}; only [[asset]] tables are allowed")
+        raise ManifestError(
+            f"{source}: unknown top-level key(s) {', '.join(extra)}; only [[asset]] tables are allowed"
+        )
     raw_assets = data.get("asset")
     if raw_assets is not None and not isinstance(raw_assets, list):
         raise ManifestError(f"{source}: 'asset' must be an array of tables written [[asset]], not [asset]")
@@ -197,7 +200,9 @@ def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = 
         for asset in assets:
             key = getattr(asset, field)
             if key in seen:
-                raise ManifestError(f"asset {asset.name!r}: duplicate {field} {key!r} (also used by asset {seen[key]!r})")
+                raise ManifestError(
+                    f"asset {asset.name!r}: duplicate {field} {key!r} (also used by asset {seen[key]!r})"
+                )
             seen[key] = asset.name
     _check_path_prefixes(assets)
     return assets

@@ -74,8 +74,10 @@ def rebuild_o200k(out: Path, npm_dir: Path) -> Path:
     ranks_js = npm_dir / "node_modules/js-tiktoken/dist/ranks/o200k_base.js"
     if not ranks_js.is_file():
         npm_dir.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(npm_dir),
-                        JS_TIKTOKEN], check=True)
+        subprocess.run(
+            ["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(npm_dir), JS_TIKTOKEN],
+            check=True,
+        )
     source = ranks_js.read_text(encoding="utf-8").strip()
     data = ranks_to_tiktoken(json.loads(source.removeprefix("export default").rstrip(";"))["bpe_ranks"])
     actual = hashlib.sha256(data).hexdigest()

@@ -16,8 +16,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 def bake(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "bake", *args], capture_output=True, text=True, cwd=cwd,
-                          env=full_env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "bake", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=full_env,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -40,8 +46,18 @@ def source(tmp_path: Path) -> dict:
 
 
 def fetch(source: dict, *extra: str) -> subprocess.CompletedProcess:
-    return bake("fetch", "--manifest", str(source["manifest"]), "--dest", str(source["tmp"] / "dest"),
-                "--cache-dir", str(source["tmp"] / "cache"), "--timeout", "5", *extra)
+    return bake(
+        "fetch",
+        "--manifest",
+        str(source["manifest"]),
+        "--dest",
+        str(source["tmp"] / "dest"),
+        "--cache-dir",
+        str(source["tmp"] / "cache"),
+        "--timeout",
+        "5",
+        *extra,
+    )
 
 
 def test_fetch_installs_verified_files_and_index(source: dict) -> None:
@@ -50,7 +66,10 @@ def test_fetch_installs_verified_files_and_index(source: dict) -> None:
     assert result.returncode == 0, result.stderr
     dest = source["tmp"] / "dest"
     assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()) == [
-        "SHA256SUMS", "bake.lock.json", "data/one.bin", "data/two.bin",
+        "SHA256SUMS",
+        "bake.lock.json",
+        "data/one.bin",
+        "data/two.bin",
     ]
     for name, data in source["files"].items():
         assert (dest / f"data/{name}.bin").read_bytes() == data
@@ -144,13 +163,27 @@ def test_doctor_exits_3_when_a_consumer_would_download(source: dict) -> None:
     baked = source["tmp"] / "baked"
     (baked / "tiktoken").mkdir(parents=True)
     (baked / "tiktoken" / hashlib.sha1(url.encode()).hexdigest()).write_bytes(vocab)
-    (baked / "bake.lock.json").write_text(json.dumps({"assets": [{
-        "path": f"tiktoken/{hashlib.sha1(url.encode()).hexdigest()}", "size": 5,
-        "sha256": hashlib.sha256(vocab).hexdigest()}]}))
+    (baked / "bake.lock.json").write_text(
+        json.dumps(
+            {
+                "assets": [
+                    {
+                        "path": f"tiktoken/{hashlib.sha1(url.encode()).hexdigest()}",
+                        "size": 5,
+                        "sha256": hashlib.sha256(vocab).hexdigest(),
+                    }
+                ]
+            }
+        )
+    )
     empty = source["tmp"] / "empty"
     empty.mkdir()
-    result = bake("doctor", "--assets", str(baked), env={"TIKTOKEN_RS_CACHE_DIR": str(empty),
-                                                          "TIKTOKEN_CACHE_DIR": str(empty)})
+    result = bake(
+        "doctor",
+        "--assets",
+        str(baked),
+        env={"TIKTOKEN_RS_CACHE_DIR": str(empty), "TIKTOKEN_CACHE_DIR": str(empty)},
+    )
     assert result.returncode == 3
     assert "WOULD DOWNLOAD  openai-harmony" in result.stdout
     assert "bake-entrypoint --print-env" in result.stderr

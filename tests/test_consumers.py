@@ -24,7 +24,8 @@ VOCAB_NAME = hashlib.sha1(VOCAB_URL.encode()).hexdigest()
 def test_s3tokenizer_table_is_read_without_running_the_module() -> None:
     probe = (
         "import sys, json; from bake import consumers; t = consumers.s3tokenizer_table(); "
-        "print(json.dumps([t['speech_tokenizer_v3_25hz'], 's3tokenizer' in sys.modules, 'torch' in sys.modules]))"
+        "print(json.dumps([t['speech_tokenizer_v3_25hz'], "
+        "'s3tokenizer' in sys.modules, 'torch' in sys.modules]))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
     entry, imported_s3, imported_torch = __import__("json").loads(out.stdout)
@@ -36,7 +37,10 @@ def test_s3tokenizer_table_is_read_without_running_the_module() -> None:
 
 
 def test_tiktoken_table_has_o200k() -> None:
-    assert consumers.tiktoken_table()[VOCAB_URL] == "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+    assert (
+        consumers.tiktoken_table()[VOCAB_URL]
+        == "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+    )
 
 
 def test_production_manifest_matches_installed_consumers() -> None:
@@ -80,10 +84,15 @@ def serve_locations(tmp_path: Path, root: Path, monkeypatch: pytest.MonkeyPatch)
 def test_doctor_accepts_served_locations(tmp_path, baked, monkeypatch) -> None:
     root, files = baked
     serve_locations(tmp_path, root, monkeypatch)
-    monkeypatch.setattr(consumers, "s3tokenizer_table",
-                        lambda: {"speech_tokenizer_v3_25hz": ("https://x", files[0].sha256)})
+    monkeypatch.setattr(
+        consumers, "s3tokenizer_table", lambda: {"speech_tokenizer_v3_25hz": ("https://x", files[0].sha256)}
+    )
     findings = consumers.doctor(root, files)
-    assert {(f.consumer, f.ok) for f in findings} == {("s3tokenizer", True), ("openai-harmony", True), ("tiktoken", True)}
+    assert {(f.consumer, f.ok) for f in findings} == {
+        ("s3tokenizer", True),
+        ("openai-harmony", True),
+        ("tiktoken", True),
+    }
 
 
 def test_doctor_flags_a_table_hash_mismatch(tmp_path, baked, monkeypatch) -> None:

@@ -92,7 +92,10 @@ def test_verify_checks_size_before_hashing(tmp_path: Path) -> None:
 
 
 def test_encoding_links_use_the_url_file_name() -> None:
-    assets = [Asset("v", f"tiktoken/{VOCAB_NAME}", "0" * 64, (VOCAB_URL,)), Asset("m", "x/m", "0" * 64, ("file:///m",))]
+    assets = [
+        Asset("v", f"tiktoken/{VOCAB_NAME}", "0" * 64, (VOCAB_URL,)),
+        Asset("m", "x/m", "0" * 64, ("file:///m",)),
+    ]
     assert lockfile.encoding_links(assets) == {"tiktoken/o200k_base.tiktoken": VOCAB_NAME}
 
 
@@ -105,11 +108,18 @@ def test_seal_links_and_makes_read_only(tmp_path: Path) -> None:
     assert os.readlink(link) == VOCAB_NAME
     assert link.read_bytes() == FILES[f"tiktoken/{VOCAB_NAME}"]
     modes = {
-        str(p.relative_to(dest)): stat.S_IMODE(p.lstat().st_mode) for p in [dest, *dest.rglob("*")] if not p.is_symlink()
+        str(p.relative_to(dest)): stat.S_IMODE(p.lstat().st_mode)
+        for p in [dest, *dest.rglob("*")]
+        if not p.is_symlink()
     }
     assert modes == {
-        ".": 0o555, "s3tokenizer": 0o555, "tiktoken": 0o555, "SHA256SUMS": 0o444, "bake.lock.json": 0o444,
-        "s3tokenizer/m.onnx": 0o444, f"tiktoken/{VOCAB_NAME}": 0o444,
+        ".": 0o555,
+        "s3tokenizer": 0o555,
+        "tiktoken": 0o555,
+        "SHA256SUMS": 0o444,
+        "bake.lock.json": 0o444,
+        "s3tokenizer/m.onnx": 0o444,
+        f"tiktoken/{VOCAB_NAME}": 0o444,
     }
     for p in [dest, *dest.rglob("*")]:  # let pytest clean up
         if not p.is_symlink():

@@ -18,7 +18,12 @@ SHA = "a" * 64
 
 def entry(**overrides: object) -> str:
     """Return one [[asset]] table in TOML, with overrides (None drops a key)."""
-    fields = {"name": "blob", "path": "data/blob.bin", "sha256": SHA, "urls": ["https://example.org/blob.bin"]}
+    fields = {
+        "name": "blob",
+        "path": "data/blob.bin",
+        "sha256": SHA,
+        "urls": ["https://example.org/blob.bin"],
+    }
     fields.update(overrides)
     lines = ["[[asset]]"]
     for key, value in fields.items():
@@ -55,8 +60,12 @@ def test_valid_entry_round_trips() -> None:
     text = entry(size=12, groups=["vllm", "omni"], urls=["file:///srv/blob.bin", "https://example.org/b"])
     (asset,) = manifest.parse_manifest(text)
     assert asset == manifest.Asset(
-        name="blob", path="data/blob.bin", sha256=SHA, urls=("file:///srv/blob.bin", "https://example.org/b"),
-        size=12, groups=("vllm", "omni"),
+        name="blob",
+        path="data/blob.bin",
+        sha256=SHA,
+        urls=("file:///srv/blob.bin", "https://example.org/b"),
+        size=12,
+        groups=("vllm", "omni"),
     )
 
 
@@ -88,7 +97,9 @@ def test_uppercase_sha_is_normalised() -> None:
         pytest.param(entry() + entry(path="other"), "duplicate name 'blob'", id="duplicate-name"),
         pytest.param(entry() + entry(name="b2"), "duplicate path 'data/blob.bin'", id="duplicate-path"),
         pytest.param(entry() + entry(name="b2", path="data/blob.bin/x"), "lies under", id="path-under-file"),
-        pytest.param(entry(path="tiktoken/" + "0" * 40, urls=[VOCAB_URL]), "not the SHA-1", id="tiktoken-sha1"),
+        pytest.param(
+            entry(path="tiktoken/" + "0" * 40, urls=[VOCAB_URL]), "not the SHA-1", id="tiktoken-sha1"
+        ),
         pytest.param(entry(path=VOCAB_PATH, urls=["file:///v"]), "needs an https://", id="tiktoken-no-https"),
         pytest.param(entry(path="s3tokenizer/model.bin"), "s3tokenizer/<model>.onnx", id="s3-not-onnx"),
         pytest.param(entry(path="s3tokenizer/a/b.onnx"), "s3tokenizer/<model>.onnx", id="s3-nested"),
