@@ -1,0 +1,240 @@
+"""Content-addressed download cache: verified objects, resumable partials and per-sha256 locks."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bake.errors import FetchError
+
+log = logging.getLogger(__name__)
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+STATE_VERSION = 1
+
+
+def default_cache_dir() -> Path:
+    """Return ``${XDG_CACHE_HOME:-~/.cache}/bake`` as an absolute path."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).absolute() / "bake"
+
+
+@dataclass
+class PartialState:
+    """What is known about a partial download: the file's size and identity, and the byte ranges on disk."""
+
+    size: int | None = None
+    url: str | None = None
+    etag: str | None = None
+    done: list[tuple[int, int]] = field(default_factory=list)
+
+
+class Cache:
+    """A cache laid out as ``objects/<sha256>``, ``partial/<sha256>[.json]`` and ``locks/<sha256>.lock``.
+
+    Objects are only ever renamed into place after their SHA-256 matched, and
+    are hashed again whenever they are used. Partials are resumable and keyed
+    by sha256, so any source of the same content can continue them.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def ensure(self) -> None:
+        """Create the cache layout. Raises FetchError if the directory cannot be written."""
+        try:
+            for sub in ("objects", "partial", "locks"):
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
+            if not os.access(self.root, os.W_OK):
+                raise PermissionError(13, "not writable")
+        except OSError as exc:
+            raise FetchError(
+                f"cache directory {self.root}: cannot use it ({exc.strerror or exc}); "
+                "point --cache-dir (or XDG_CACHE_HOME) at a writable directory"
+            ) from None
+
+    def object_path(self, sha256: str) -> Path:
+        return self.root / "objects" / sha256
+
+    def partial_path(self, sha256: str) -> Path:
+        return self.root / "partial" / sha256
+
+    def state_path(self, sha256: str) -> Path:
+        return self.root / "partial" / f"{sha256}.json"
+
+    def lock_path(self, sha256: str) -> Path:
+        return self.root / "locks" / f"{sha256}.lock"
+
+    @contextlib.contextmanager
+    def lock(
+        self, sha256: str, *, shared: bool = False, wait: Callable[[float], None] | None = None
+    ) -> Iterator[None]:
+        """Hold the flock for ``sha256`` (shared or exclusive) for the duration of the block.
+
+        ``wait(seconds)`` is called between polls while another process holds the
+        lock; it may raise to give up (deadline, cancel). Without it, a busy lock
+        raises BlockingIOError at once.
+        """
+        fd = _acquire(self.lock_path(sha256), fcntl.LOCK_SH if shared else fcntl.LOCK_EX, wait)
+        try:
+            yield
+        finally:
+            os.close(fd)
+
+    def load_state(self, sha256: str) -> PartialState | None:
+        """Return the saved progress of a partial, or None when there is none or it is unreadable."""
+        try:
+            raw = json.loads(self.state_path(sha256).read_text(encoding="utf-8"))
+            if raw.get("version") != STATE_VERSION:
+                return None
+            done = [(int(s), int(e)) for s, e in raw["done"]]
+            size = raw["size"]
+            if size is not None and (not isinstance(size, int) or size < 0):
+                return None
+            if any(s < 0 or e <= s or (size is not None and e > size) for s, e in done):
+                return None
+            return PartialState(size=size, url=raw.get("url"), etag=raw.get("etag"), done=done)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def save_state(self, sha256: str, state: PartialState) -> None:
+        """Write the progress file atomically; a reader sees the old or the new one, never a torn one.
+
+        No fsync: the file only has to survive a killed process, whose page cache
+        the kernel keeps. After a power loss the final hash catches any lie.
+        """
+        path = self.state_path(sha256)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        doc = {
+            "version": STATE_VERSION,
+            "size": state.size,
+            "url": state.url,
+            "etag": state.etag,
+            "done": [list(r) for r in state.done],
+        }
+        tmp.write_text(json.dumps(doc), encoding="utf-8")
+        os.replace(tmp, path)
+
+    def discard_partial(self, sha256: str) -> None:
+        """Remove a partial and its progress file."""
+        for path in (self.state_path(sha256), self.partial_path(sha256)):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def commit(self, sha256: str) -> Path:
+        """Move a verified partial to ``objects/`` and drop its progress file. Returns the object path."""
+        obj = self.object_path(sha256)
+        os.replace(self.partial_path(sha256), obj)
+        with contextlib.suppress(FileNotFoundError):
+            self.state_path(sha256).unlink()
+        return obj
+
+
+def _acquire(path: Path, mode: int, wait: Callable[[float], None] | None) -> int:
+    """Open and flock ``path``; retry when prune unlinked the file between our open and our lock."""
+    delay = 0.01
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if wait is None:
+                        raise
+                    wait(delay)
+                    delay = min(delay * 2, 0.25)
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(path))
+            except FileNotFoundError:
+                same = False
+        except BaseException:
+            os.close(fd)
+            raise
+        if same:
+            return fd
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What ``prune`` removed, what it freed, and what it left because another process was using it."""
+
+    removed: tuple[Path, ...]
+    bytes_freed: int
+    objects_kept: int
+    busy: tuple[str, ...]
+
+    def __str__(self) -> str:
+        busy = f", {len(self.busy)} in use and left alone" if self.busy else ""
+        return (
+            f"cache prune removed {len(self.removed)} file(s), freed {self.bytes_freed / 2**20:.1f} MiB, "
+            f"kept {self.objects_kept} verified object(s){busy}"
+        )
+
+
+def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneResult:
+    """Remove partials older than ``max_age_days`` and objects whose sha256 is not in ``keep``.
+
+    ``keep=None`` keeps every finished object. Entries locked by a running fetch
+    are skipped. Returns a PruneResult.
+    """
+    cache = Cache(cache_dir)
+    removed: list[Path] = []
+    freed = 0
+    kept = 0
+    busy: list[str] = []
+    cutoff = time.time() - max_age_days * 86400
+    shas = set()
+    for sub in ("objects", "partial"):
+        with contextlib.suppress(FileNotFoundError):
+            shas.update(p.name.split(".")[0] for p in (cache.root / sub).iterdir())
+    for sha in sorted(s for s in shas if _HEX64.match(s)):
+        try:
+            fd = _acquire(cache.lock_path(sha), fcntl.LOCK_EX, None)
+        except BlockingIOError:
+            busy.append(sha)
+            continue
+        except FileNotFoundError:  # no locks/ directory: nothing can be using it
+            fd = None
+        try:
+            doomed = []
+            obj = cache.object_path(sha)
+            if obj.exists():
+                if keep is None or sha in keep:
+                    kept += 1
+                else:
+                    doomed.append(obj)
+            parts = [p for p in (cache.partial_path(sha), cache.state_path(sha)) if p.exists()]
+            if parts and max(p.stat().st_mtime for p in parts) < cutoff:
+                doomed.extend(parts)
+            for path in doomed:
+                size = path.stat().st_size
+                path.unlink()
+                removed.append(path)
+                freed += size
+            if fd is not None and not obj.exists() and not cache.partial_path(sha).exists():
+                cache.lock_path(sha).unlink()  # safe: we hold it, and _acquire re-checks the inode
+        finally:
+            if fd is not None:
+                os.close(fd)
+    # Progress-file temporaries left by a killed fetch.
+    with contextlib.suppress(FileNotFoundError):
+        for stray in (cache.root / "partial").glob("*.tmp"):
+            st = stray.stat()
+            if st.st_mtime < cutoff:
+                stray.unlink()
+                removed.append(stray)
+                freed += st.st_size
+    log.debug("pruned %s", removed)
+    return PruneResult(tuple(removed), freed, kept, tuple(busy))

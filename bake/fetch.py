@@ -1,0 +1,1524 @@
+"""Verified downloads: mirrors, retries, resume, segmented transfers and a shared content-addressed cache.
+
+The flow for one asset: an existing verified file at the destination or in the
+cache costs no network. Otherwise, under the cache's lock for its sha256, each
+candidate URL is tried in turn. A source gets retries with backoff; a transfer
+resumes from the partial kept in the cache; the SHA-256 follows the bytes as
+they land. A verified partial becomes a cache object, which reaches the
+destination through a staging file next to the target and an atomic rename.
+"""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import contextlib
+import errno
+import hashlib
+import http.client
+import itertools
+import logging
+import os
+import random
+import re
+import socket
+import ssl
+import stat
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
+
+from bake import __version__
+from bake.cache import Cache, PartialState
+from bake.errors import ChecksumMismatch, DownloadError, FetchError, ManifestError, NoSpaceError, UsageError
+from bake.hashes import sha256_file
+from bake.manifest import SCHEMES, Asset, check_url
+from bake.progress import Progress
+
+log = logging.getLogger(__name__)
+
+# Four connections per asset. A single stream is what a per-connection
+# throttle (the ~2 MiB/s mirror in the brief) caps, so more connections buy
+# near-linear speed; four stays below the six per host that browsers open and
+# servers are sized for, so a public mirror sees a polite client. Raise it with
+# --connections for a mirror you run yourself.
+DEFAULT_CONNECTIONS = 4
+
+MIB = 1 << 20
+BACKOFF_BASE = 0.5  # first retry waits 0.25-0.5 s, doubling per failure ...
+BACKOFF_CAP = 30.0  # ... up to 15-30 s
+RETRY_AFTER_CAP = 120.0  # a server may ask for a pause, not for the whole build
+MAX_REDIRECTS = 10
+_BUF = 256 * 1024  # one read from the network, one pwrite
+_PROBE = 4 * MIB  # first ranged request when the size is not known yet
+_MIN_PIECE = 1 * MIB
+_MAX_PIECE = 64 * MIB
+_STEAL_MIN = 4 * _BUF  # split a busy range only if both halves outlast an in-flight read ...
+_STEAL_AFTER = 0.5  # ... and it would take its connection this many seconds more; else it ends soon anyway
+_SAVE_EVERY = 0.25  # seconds between progress-file writes: a SIGKILL loses at most this much transfer
+_HASH_BLOCK = 4 * MIB
+_HASH_SLICE = 64 * MIB  # hashing per keeper tick, so progress keeps being saved
+_PROGRESS_BYTES = 256 * 1024  # an attempt that added this much is progress, not a failure
+_REDIRECTS = (301, 302, 303, 307, 308)
+_USER_AGENT = f"bake/{__version__}"
+_CONTENT_RANGE = re.compile(r"^\s*bytes\s+(?:(\d+)-(\d+)|\*)\s*/\s*(\d+|\*)\s*$", re.IGNORECASE)
+_STAGING_MARK = ".bake-staging."
+_staging_counter = itertools.count()
+
+
+@dataclass(frozen=True)
+class FetchOptions:
+    """How to fetch: cache, mirrors, network limits and retry budget.
+
+    ``attempts`` bounds the failed attempts in a row, per source, that made no
+    progress; an attempt that added bytes to the partial resets the count, so a
+    slow but moving transfer is bounded by ``deadline`` instead.
+    """
+
+    cache_dir: Path
+    mirrors: tuple[tuple[str, str], ...] = ()
+    no_origin: bool = False
+    connections: int = DEFAULT_CONNECTIONS
+    attempts: int = 5
+    timeout: float = 30.0
+    deadline: float | None = None
+    allow_http: bool = False
+    ca_bundle: str | None = None
+    jobs: int = 4
+
+
+@dataclass(frozen=True)
+class FetchRecord:
+    """One installed asset: where it came from, bytes moved over the network this run, time and attempts."""
+
+    name: str
+    path: str
+    source: str
+    bytes: int
+    size: int
+    seconds: float
+    attempts: int
+    cached: bool
+
+
+class FetchFailed(FetchError):
+    """Some assets could not be fetched; every other asset was installed.
+
+    ``failures`` maps each failed asset's name to its error; ``records`` holds
+    the assets that did land.
+    """
+
+    def __init__(self, failures: dict[str, FetchError], records: list[FetchRecord]) -> None:
+        self.failures = failures
+        self.records = records
+        total = len(failures) + len(records)
+        lines = [f"{len(failures)} of {total} asset(s) could not be fetched:"]
+        lines += [str(err) for err in failures.values()]
+        super().__init__("\n".join(lines))
+
+
+class _HttpStatus(DownloadError):
+    """A source answered with an error status."""
+
+    def __init__(self, message: str, *, status: int, retryable: bool, retry_after: float | None) -> None:
+        super().__init__(message, retryable=retryable)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class _Changed(DownloadError):
+    """The file behind a source changed (or the partial is inconsistent): start it over."""
+
+
+class _DeadlineExceeded(DownloadError):
+    """The asset's wall-clock deadline passed; no further source is tried."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
+class _Cancelled(Exception):
+    """The run was interrupted (Ctrl-C); partials stay in the cache."""
+
+
+class _Aborted(Exception):
+    """Another thread of the same transfer failed; this one stops quietly."""
+
+
+def parse_mirrors(specs: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """Parse ``PREFIX=REPLACEMENT`` rewrites; each spec may hold several, separated by whitespace.
+
+    Returns (prefix, replacement) pairs in order. Raises UsageError for a spec
+    without ``=``, with an empty side, or with a replacement of unknown scheme.
+    """
+    pairs = []
+    for spec in specs:
+        for item in spec.split():
+            prefix, sep, replacement = item.partition("=")
+            if not sep or not prefix or not replacement:
+                raise UsageError(
+                    f"mirror {item!r}: expected PREFIX=REPLACEMENT, for example "
+                    "https://www.modelscope.cn/=https://mirror.internal/modelscope/"
+                )
+            scheme = urlsplit(replacement).scheme.lower()
+            if scheme not in SCHEMES:
+                raise UsageError(
+                    f"mirror {item!r}: replacement {replacement!r} has scheme {scheme or 'none'!r}; "
+                    "expected https://, http://, file:// or hf://"
+                )
+            pairs.append((prefix, replacement))
+    return tuple(pairs)
+
+
+def candidate_urls(asset: Asset, options: FetchOptions) -> list[str]:
+    """Return the URLs to try for ``asset``, in order: every mirror rewrite, then the originals.
+
+    With ``no_origin`` only rewrites are returned. Raises ManifestError for a
+    URL with a disallowed scheme, UsageError when nothing is left to try.
+    """
+    rewritten: list[str] = []
+    originals: list[str] = []
+    for url in asset.urls:
+        for prefix, replacement in options.mirrors:
+            if url.startswith(prefix):
+                new = replacement + url[len(prefix) :]
+                check_url(
+                    new,
+                    allow_http=options.allow_http,
+                    where=f"asset {asset.name!r} (mirror {prefix}={replacement})",
+                )
+                rewritten.append(new)
+        if not options.no_origin:
+            check_url(url, allow_http=options.allow_http, where=f"asset {asset.name!r}")
+            originals.append(url)
+    urls = list(dict.fromkeys(rewritten + originals))
+    if not urls:
+        raise UsageError(
+            f"asset {asset.name!r}: --no-origin is set and no mirror prefix matches its urls "
+            f"({', '.join(asset.urls)}); add a --mirror PREFIX=REPLACEMENT for one of them"
+        )
+    return urls
+
+
+def fetch_assets(
+    assets: Sequence[Asset], dest: Path, options: FetchOptions, progress: Progress | None = None
+) -> list[FetchRecord]:
+    """Fetch, verify and install every asset under ``dest``, ``options.jobs`` at a time.
+
+    Returns one FetchRecord per asset, in input order. Every asset that can be
+    fetched is installed even when others fail; then FetchFailed is raised,
+    naming each failed asset with every source tried. UsageError/ManifestError
+    come before any network traffic; NoSpaceError failures are among
+    FetchFailed's. Ctrl-C stops all transfers, keeps their partials, and
+    re-raises KeyboardInterrupt.
+    """
+    if options.connections < 1 or options.attempts < 1 or options.jobs < 1:
+        raise UsageError("connections, attempts and jobs must each be at least 1")
+    if options.timeout <= 0 or (options.deadline is not None and options.deadline <= 0):
+        raise UsageError("timeout and deadline must be positive numbers of seconds")
+    plans = [(asset, candidate_urls(asset, options)) for asset in assets]
+    cache = Cache(options.cache_dir)
+    cache.ensure()
+    net = _Net(options)
+    if any(urlsplit(u).scheme.lower() in ("https", "hf") for _, urls in plans for u in urls):
+        net.ssl_context()  # a bad CA bundle is a usage error, reported before any transfer
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    jobs = [_Job(asset, urls, dest, cache, net, progress or Progress()) for asset, urls in plans]
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=options.jobs, thread_name_prefix="bake-fetch")
+    futures = [pool.submit(job.run) for job in jobs]
+    try:
+        concurrent.futures.wait(futures)
+    except BaseException:
+        net.cancel_all()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    records: list[FetchRecord] = []
+    failures: dict[str, FetchError] = {}
+    for job, future in zip(jobs, futures, strict=True):
+        exc = future.exception()
+        if exc is None:
+            records.append(future.result())
+        elif isinstance(exc, FetchError):
+            failures[job.asset.name] = exc
+        else:
+            raise exc  # a bug or a usage error is never reported as a fetch failure
+    if failures:
+        raise FetchFailed(failures, records)
+    return records
+
+
+def _ssl_context(options: FetchOptions) -> ssl.SSLContext:
+    cafile = options.ca_bundle or os.environ.get("SSL_CERT_FILE") or None
+    try:
+        return ssl.create_default_context(cafile=cafile)
+    except (OSError, ssl.SSLError) as exc:
+        origin = "--ca-bundle" if options.ca_bundle else "SSL_CERT_FILE"
+        raise UsageError(
+            f"{origin} {cafile}: cannot load it as a CA bundle ({exc}); give a PEM file"
+        ) from None
+
+
+class _Net:
+    """What every transfer of one run shares: options, TLS context, and the way to stop them all."""
+
+    def __init__(self, options: FetchOptions) -> None:
+        self.options = options
+        self.cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._ssl: ssl.SSLContext | None = None
+        self._transfers: set[_Transfer] = set()
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The TLS context (ca_bundle, else SSL_CERT_FILE, else the system store), made on first use."""
+        with self._lock:
+            if self._ssl is None:
+                self._ssl = _ssl_context(self.options)
+            return self._ssl
+
+    def register(self, transfer: _Transfer) -> None:
+        with self._lock:
+            self._transfers.add(transfer)
+        if self.cancel.is_set():
+            transfer.fail(_Cancelled("interrupted"))
+
+    def unregister(self, transfer: _Transfer) -> None:
+        with self._lock:
+            self._transfers.discard(transfer)
+
+    def cancel_all(self) -> None:
+        self.cancel.set()
+        with self._lock:
+            transfers = list(self._transfers)
+        for transfer in transfers:
+            transfer.fail(_Cancelled("interrupted"))
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A candidate URL made concrete: what to GET (or read), and the credentials for one origin."""
+
+    url: str
+    http_url: str | None = None
+    path: str | None = None
+    auth: dict[str, str] = field(default_factory=dict)
+    auth_origin: tuple | None = None
+
+
+def _origin(url: str) -> tuple:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
+
+
+def _redact(url: str) -> str:
+    """Drop a password from a URL before it reaches a message or a report."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _resolve(url: str, options: FetchOptions) -> _Source:
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "file":
+        parts = urlsplit(url)
+        if parts.netloc not in ("", "localhost"):
+            raise DownloadError(
+                f"{url}: file:// URLs must name a local absolute path (file:///...)", retryable=False
+            )
+        return _Source(url, path=unquote(parts.path))
+    if scheme == "hf":
+        return _resolve_hf(url, options)
+    return _Source(url, http_url=url)
+
+
+def _resolve_hf(url: str, options: FetchOptions) -> _Source:
+    """Turn ``hf://[datasets/|spaces/]ORG/REPO[@REVISION]/PATH`` into the Hub's resolve URL and a token."""
+    segments = url[len("hf://") :].split("/")
+    repo_type = None
+    if segments[0] in ("datasets", "spaces"):
+        repo_type = segments.pop(0)[:-1]
+    if len(segments) < 3 or not all(segments[:3]):
+        raise DownloadError(f"{url}: expected hf://ORG/REPO[@REVISION]/PATH", retryable=False)
+    org, repo_rev, *path = segments
+    repo, _, revision = repo_rev.partition("@")
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise DownloadError(
+            f"{url}: hf:// sources need huggingface_hub; pip install huggingface_hub "
+            "(or add a --mirror that maps hf:// to an https mirror)",
+            retryable=False,
+        ) from None
+    endpoint = os.environ.get("HF_ENDPOINT", "").rstrip("/") or None
+    try:
+        resolved = huggingface_hub.hf_hub_url(
+            f"{org}/{repo}",
+            "/".join(path),
+            repo_type=repo_type,
+            revision=unquote(revision) or None,
+            endpoint=endpoint,
+        )
+    except ValueError as exc:
+        raise DownloadError(f"{url}: not a valid Hub file reference: {exc}", retryable=False) from None
+    try:
+        check_url(resolved, allow_http=options.allow_http, where=f"{url} (via HF_ENDPOINT)")
+    except ManifestError as exc:
+        raise DownloadError(str(exc), retryable=False) from None
+    token = _hf_token(url, huggingface_hub)
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
+    return _Source(url, http_url=resolved, auth=auth, auth_origin=_origin(resolved))
+
+
+def _hf_token(url: str, huggingface_hub) -> str | None:
+    """HF_TOKEN, else the file HF_TOKEN_FILE names (a BuildKit secret), else huggingface_hub's lookup."""
+    token = os.environ.get("HF_TOKEN", "").strip()
+    if token:
+        return token
+    token_file = os.environ.get("HF_TOKEN_FILE")
+    if token_file:
+        try:
+            return Path(token_file).read_text(encoding="utf-8").strip() or None
+        except OSError as exc:
+            raise DownloadError(
+                f"{url}: HF_TOKEN_FILE {token_file}: cannot read it ({exc.strerror or exc}); "
+                "mount the secret there or unset HF_TOKEN_FILE",
+                retryable=False,
+            ) from None
+    return huggingface_hub.get_token()
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError):
+            return None
+    return max(0.0, min(seconds, RETRY_AFTER_CAP))
+
+
+def _content_range(value: str | None) -> tuple[int | None, int | None, int | None]:
+    match = _CONTENT_RANGE.match(value or "")
+    if not match:
+        return None, None, None
+    first, last, total = match.groups()
+    return (int(first) if first else None, int(last) if last else None, None if total == "*" else int(total))
+
+
+def _backoff(step: int) -> float:
+    """Exponential backoff with equal jitter: half fixed, half random, capped."""
+    delay = min(BACKOFF_CAP, BACKOFF_BASE * 2**step)
+    return delay / 2 + random.uniform(0, delay / 2)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if type(exc).__name__ in text else f"{type(exc).__name__}: {text}"
+
+
+def _piece_size(size: int | None, connections: int) -> int:
+    if size is None:
+        return _PROBE
+    if connections == 1:
+        return max(size, 1)
+    # About four pieces per connection: the hashed prefix follows closely, and
+    # work stealing evens out the end.
+    return max(_MIN_PIECE, min(_MAX_PIECE, size // (connections * 4)))
+
+
+def _free_bytes(path: Path) -> int:
+    for candidate in (path, *path.parents):
+        with contextlib.suppress(OSError):
+            st = os.statvfs(candidate)
+            return st.f_bavail * st.f_frsize
+    return 0
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _Ranges:
+    """Sorted, merged, half-open byte ranges [start, end)."""
+
+    def __init__(self, ranges: Iterable[tuple[int, int]] = ()) -> None:
+        self.spans: list[tuple[int, int]] = []
+        for start, end in ranges:
+            self.add(start, end)
+
+    def add(self, start: int, end: int) -> None:
+        if end <= start:
+            return
+        spans = self.spans
+        # Fast path: the chunk extends a span (the common case, once per read).
+        for i, (a, b) in enumerate(spans):
+            if b == start and (i + 1 == len(spans) or spans[i + 1][0] > end):
+                spans[i] = (a, end)
+                return
+        kept = []
+        for a, b in spans:
+            if b < start or a > end:
+                kept.append((a, b))
+            else:
+                start, end = min(a, start), max(b, end)
+        kept.append((start, end))
+        kept.sort()
+        self.spans = kept
+
+    def prefix(self) -> int:
+        return self.spans[0][1] if self.spans and self.spans[0][0] == 0 else 0
+
+    def total(self) -> int:
+        return sum(b - a for a, b in self.spans)
+
+    def holes(self, size: int) -> list[tuple[int, int]]:
+        out, pos = [], 0
+        for a, b in self.spans:
+            if a > pos:
+                out.append((pos, min(a, size)))
+            pos = max(pos, b)
+        if pos < size:
+            out.append((pos, size))
+        return [(a, b) for a, b in out if a < b]
+
+
+class _Claim:
+    """A byte range one connection is filling; another may steal its tail by lowering ``end``."""
+
+    __slots__ = ("end", "pos", "start", "t0")
+
+    def __init__(self, pos: int, end: int | None) -> None:
+        self.start = self.pos = pos
+        self.end = end
+        self.t0 = time.monotonic()
+
+    def seconds_left(self) -> float | None:
+        """Time to finish at the rate so far; None while too early to tell."""
+        elapsed = time.monotonic() - self.t0
+        if elapsed < 0.05 or self.pos == self.start:
+            return None
+        return (self.end - self.pos) * elapsed / (self.pos - self.start)
+
+
+_LATER = _Claim(0, 0)  # claim() answer: nothing to take yet, ask again shortly
+
+
+class _PrefixHasher:
+    """SHA-256 of the file's contiguous completed prefix, read back from the page cache as it grows."""
+
+    def __init__(self) -> None:
+        self.sha = hashlib.sha256()
+        self.pos = 0
+
+    def catch_up(self, fd: int, upto: int, limit: int | None = None) -> None:
+        stop = upto if limit is None else min(upto, self.pos + limit)
+        while self.pos < stop:
+            block = os.pread(fd, min(_HASH_BLOCK, stop - self.pos), self.pos)
+            if not block:
+                raise _Changed("the partial file is shorter than its progress record; starting it over")
+            self.sha.update(block)
+            self.pos += len(block)
+
+
+class _Transfer:
+    """One attempt at one source: the ranges still unclaimed, the claims in flight, and how to stop them."""
+
+    def __init__(self, job: _Job) -> None:
+        self.job = job
+        self.lock = job.lock
+        self.size: int | None = None
+        self.piece = _PROBE
+        self.url = ""
+        self.etag: str | None = None
+        self.unclaimed: list[tuple[int, int]] = []
+        self.active: set[_Claim] = set()
+        self.abort = threading.Event()
+        self.finished = threading.Event()
+        self.error: BaseException | None = None
+        self.conns: set[http.client.HTTPConnection] = set()
+
+    def plan(self, size: int, first: _Claim, connections: int) -> None:
+        """Queue every hole of the partial except what ``first`` already covers."""
+        with self.lock:
+            self.size = size
+            self.piece = _piece_size(size, connections)
+            holes = self.job.done.holes(size)
+            self.unclaimed = []
+            for a, b in holes:
+                if b <= first.pos or a >= first.end:
+                    self.unclaimed.append((a, b))
+                else:
+                    if a < first.pos:
+                        self.unclaimed.append((a, first.pos))
+                    if b > first.end:
+                        self.unclaimed.append((first.end, b))
+            self.active.add(first)
+
+    def pending_pieces(self) -> int:
+        with self.lock:
+            return sum(-(-(b - a) // self.piece) for a, b in self.unclaimed)
+
+    def claim(self) -> _Claim | None:
+        """Take the lowest unclaimed piece, else split the slowest-to-finish range in flight.
+
+        Returns None when there is nothing left worth a new request, _LATER
+        when a range in flight has not shown its rate yet.
+        """
+        with self.lock:
+            if self.abort.is_set():
+                return None
+            if self.unclaimed:
+                a, b = self.unclaimed[0]
+                end = min(b, a + self.piece)
+                if end == b:
+                    self.unclaimed.pop(0)
+                else:
+                    self.unclaimed[0] = (end, b)
+                claim = _Claim(a, end)
+            else:
+                victim = max(self.active, key=lambda c: c.end - c.pos, default=None)
+                if victim is None or victim.end - victim.pos < _STEAL_MIN:
+                    return None
+                left = victim.seconds_left()
+                if left is None:
+                    return _LATER
+                if left < _STEAL_AFTER:
+                    return None
+                mid = victim.pos + (victim.end - victim.pos) // 2
+                claim = _Claim(mid, victim.end)
+                victim.end = mid
+            self.active.add(claim)
+            return claim
+
+    def release(self, claim: _Claim) -> None:
+        with self.lock:
+            self.active.discard(claim)
+
+    def fail(self, exc: BaseException) -> None:
+        """Record the first real error and stop every connection of this transfer."""
+        with self.lock:
+            if self.error is None and not isinstance(exc, _Aborted):
+                self.error = exc
+            conns = list(self.conns)
+        self.abort.set()
+        for conn in conns:
+            sock = conn.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Http:
+    """One connection's worth of HTTP: keep-alive per origin, proxies, redirects, status mapping."""
+
+    def __init__(self, job: _Job, transfer: _Transfer) -> None:
+        self.job = job
+        self.transfer = transfer
+        self.conn: http.client.HTTPConnection | None = None
+        self.key: tuple | None = None
+        self.proxy_headers: dict[str, str] | None = None  # set when plain http goes through a proxy
+
+    def close(self) -> None:
+        if self.conn is not None:
+            with self.transfer.lock:
+                self.transfer.conns.discard(self.conn)
+            self.conn.close()
+            self.conn = None
+
+    def set_timeout(self, seconds: float) -> None:
+        if self.conn is not None and self.conn.sock is not None:
+            self.conn.sock.settimeout(seconds)
+
+    def request(
+        self, source: _Source, url: str, headers: dict[str, str]
+    ) -> tuple[http.client.HTTPResponse, str]:
+        """GET ``url``, following redirects. Returns (response, final URL) for 200, 206 and 416.
+
+        Credentials go only to the source's own origin, never to a host a
+        redirect leads to. Raises DownloadError for everything else.
+        """
+        for _ in range(MAX_REDIRECTS + 1):
+            if urlsplit(url).scheme.lower() not in ("http", "https"):
+                raise DownloadError(f"redirected to {_redact(url)}, which is not http(s)", retryable=False)
+            try:
+                check_url(url, allow_http=self.job.options.allow_http, where="redirect target")
+            except ManifestError as exc:
+                raise DownloadError(str(exc), retryable=False) from None
+            sent = {"User-Agent": _USER_AGENT, "Accept-Encoding": "identity", **headers}
+            if source.auth and _origin(url) == source.auth_origin:
+                sent.update(source.auth)
+            try:
+                resp = self._send(url, sent)
+            except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected) as exc:
+                raise DownloadError(f"cannot get {_redact(url)}: {_describe(exc)}", retryable=True) from None
+            if resp.status in _REDIRECTS:
+                location = resp.getheader("Location")
+                self._drain(resp)
+                if not location:
+                    raise DownloadError(
+                        f"HTTP {resp.status} from {_redact(url)} without a Location header", retryable=True
+                    )
+                url = urljoin(url, location)
+                continue
+            if resp.status in (200, 206, 416):
+                return resp, url
+            self.close()
+            raise _status_error(resp, url)
+        raise DownloadError(
+            f"more than {MAX_REDIRECTS} redirects starting at {_redact(source.url)}", retryable=False
+        )
+
+    def _drain(self, resp: http.client.HTTPResponse) -> None:
+        if resp.length is not None and resp.length <= 65536:
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                resp.read()
+                return
+        self.close()
+
+    def _send(self, url: str, headers: dict[str, str]) -> http.client.HTTPResponse:
+        reused = self.conn is not None and self.key == _origin(url)
+        try:
+            return self._send_once(url, headers)
+        except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
+            if not reused:
+                raise
+            return self._send_once(url, headers)  # the server had closed an idle keep-alive connection
+
+    def _send_once(self, url: str, headers: dict[str, str]) -> http.client.HTTPResponse:
+        """Send one GET; lets a reset escape so _send can tell a stale keep-alive connection."""
+        parts = urlsplit(url)
+        if self.conn is None or self.key != _origin(url):
+            self.close()
+            self.conn = self._connect(parts)
+            self.key = _origin(url)
+            with self.transfer.lock:
+                self.transfer.conns.add(self.conn)
+        if self.transfer.abort.is_set():
+            raise _Aborted()
+        conn = self.conn
+        timeout = self.job.io_timeout()
+        conn.timeout = timeout
+        self.set_timeout(timeout)
+        if self.proxy_headers is not None:
+            target = url.split("#")[0]
+            headers = {**headers, **self.proxy_headers}
+        else:
+            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        try:
+            conn.request("GET", target, headers=headers)
+            resp = conn.getresponse()
+        except ssl.SSLCertVerificationError as exc:
+            self.close()
+            raise DownloadError(
+                f"TLS certificate of {parts.hostname} is not trusted ({exc.verify_message}); "
+                "pass --ca-bundle (or set SSL_CERT_FILE) with the CA that signs it",
+                retryable=False,
+            ) from None
+        except TimeoutError:
+            self.close()
+            raise self.job.stall_error(f"waiting for {parts.hostname} to answer") from None
+        except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
+            self.close()
+            raise
+        except (OSError, http.client.HTTPException) as exc:
+            self.close()
+            raise DownloadError(f"cannot get {_redact(url)}: {_describe(exc)}", retryable=True) from None
+        with self.job.lock:
+            self.job.requests += 1
+        return resp
+
+    def _connect(self, parts) -> http.client.HTTPConnection:
+        host = parts.hostname
+        scheme = parts.scheme.lower()
+        port = parts.port or (443 if scheme == "https" else 80)
+        timeout = self.job.io_timeout()
+        proxy = _proxy_for(scheme, host)
+        self.proxy_headers = None
+        if scheme == "https":
+            if proxy:
+                conn = http.client.HTTPSConnection(
+                    proxy[0], proxy[1], timeout=timeout, context=self.job.net.ssl_context()
+                )
+                conn.set_tunnel(host, port, headers=proxy[2])
+                return conn
+            return http.client.HTTPSConnection(
+                host, port, timeout=timeout, context=self.job.net.ssl_context()
+            )
+        if proxy:
+            self.proxy_headers = proxy[2]
+            return http.client.HTTPConnection(proxy[0], proxy[1], timeout=timeout)
+        return http.client.HTTPConnection(host, port, timeout=timeout)
+
+
+def _proxy_for(scheme: str, host: str) -> tuple[str, int, dict[str, str]] | None:
+    """The proxy for ``scheme`` from HTTPS_PROXY/HTTP_PROXY, unless NO_PROXY exempts ``host`` (as urllib)."""
+    proxy = urllib.request.getproxies().get(scheme)
+    if not proxy or urllib.request.proxy_bypass(host):
+        return None
+    if "://" not in proxy:
+        proxy = "http://" + proxy
+    parts = urlsplit(proxy)
+    headers = {}
+    if parts.username:
+        creds = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(creds).decode()
+    return parts.hostname or "", parts.port or 80, headers
+
+
+def _status_error(resp: http.client.HTTPResponse, url: str) -> _HttpStatus:
+    status = resp.status
+    retryable = status in (408, 425, 429) or 500 <= status < 600
+    hints = {
+        404: "the file is not at this URL (not retried)",
+        410: "the file is gone from this URL (not retried)",
+        401: "authentication required; for hf:// set HF_TOKEN or HF_TOKEN_FILE (not retried)",
+        403: "access denied (not retried)",
+        429: "rate limited",
+    }
+    hint = hints.get(status, "server error" if retryable else "refused (not retried)")
+    return _HttpStatus(
+        f"HTTP {status} {resp.reason} from {_redact(url)}: {hint}",
+        status=status,
+        retryable=retryable,
+        retry_after=_retry_after(resp.getheader("Retry-After")),
+    )
+
+
+class _Job:
+    """Everything about fetching one asset in this run."""
+
+    def __init__(
+        self, asset: Asset, urls: list[str], dest: Path, cache: Cache, net: _Net, progress: Progress
+    ) -> None:
+        self.asset = asset
+        self.urls = urls
+        self.dest = dest
+        self.cache = cache
+        self.net = net
+        self.options = net.options
+        self.progress = progress
+        self.lock = threading.Lock()
+        self.done = _Ranges()
+        self.meta = PartialState()
+        self.hasher = _PrefixHasher()
+        self.fd: int | None = None
+        self.bytes = 0
+        self.requests = 0
+        self.attempts = 0
+        self.started = False
+        self.from_zero = True  # every byte in the partial came from the current attempt series' clean start
+        self.waiting_logged = False
+        self.t0 = time.monotonic()
+        self.deadline: float | None = None
+
+    # -- time -------------------------------------------------------------
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def deadline_error(self, doing: str) -> _DeadlineExceeded:
+        return _DeadlineExceeded(
+            f"asset {self.asset.name!r}: deadline of {self.options.deadline:g} s passed while {doing}; "
+            "raise --deadline, or use a faster mirror"
+        )
+
+    def io_timeout(self) -> float:
+        """The socket timeout for the next operation: the stall timeout, cut short by the deadline."""
+        left = self.remaining()
+        if left is None:
+            return self.options.timeout
+        if left <= 0:
+            raise self.deadline_error("transferring")
+        return min(self.options.timeout, left)
+
+    def stall_error(self, doing: str) -> DownloadError:
+        left = self.remaining()
+        if left is not None and left <= 0.01:
+            return self.deadline_error(doing)
+        return DownloadError(
+            f"no data for {self.options.timeout:g} s while {doing} (stalled)", retryable=True
+        )
+
+    def sleep(self, seconds: float, doing: str) -> None:
+        """Wait, waking early for Ctrl-C; never past the deadline."""
+        left = self.remaining()
+        if left is not None and seconds >= left:
+            if self.net.cancel.wait(max(0.0, left)):
+                raise _Cancelled("interrupted")
+            raise self.deadline_error(doing)
+        if self.net.cancel.wait(seconds):
+            raise _Cancelled("interrupted")
+
+    def wait_lock(self, seconds: float) -> None:
+        if not self.waiting_logged:
+            log.info("%s: another bake process is fetching it; waiting for it to finish", self.asset.name)
+            self.waiting_logged = True
+        self.sleep(seconds, "waiting for another process to finish fetching it")
+
+    # -- the whole asset ----------------------------------------------------
+
+    def run(self) -> FetchRecord:
+        try:
+            record = self._run()
+        except FetchError as exc:
+            self.progress.failed(self.asset, exc)
+            raise
+        self.progress.done(record)
+        return record
+
+    def _run(self) -> FetchRecord:
+        if self.net.cancel.is_set():
+            raise _Cancelled("interrupted")
+        self.t0 = time.monotonic()
+        if self.options.deadline is not None:
+            self.deadline = self.t0 + self.options.deadline
+        sha = self.asset.sha256
+        target = self._target()
+        if self._dest_matches(target):
+            log.debug("%s: %s already verified", self.asset.name, target)
+            return self._record("cache", target, cached=True)
+        obj = self.cache.object_path(sha)
+        with self.cache.lock(sha, shared=True, wait=self.wait_lock):
+            if obj.exists() and self._install(obj, target, verify=True):
+                return self._record("cache", target, cached=True)
+        with self.cache.lock(sha, wait=self.wait_lock):
+            if obj.exists():
+                if self._install(obj, target, verify=True):
+                    return self._record("cache", target, cached=True)
+                log.warning(
+                    "%s: cache entry %s does not match its sha256; fetching again", self.asset.name, obj
+                )
+                obj.unlink()
+            source = self._download()
+            self._install(obj, target, verify=False)
+        if self.requests == 0:
+            source = "cache"  # a complete partial from an earlier run only needed verifying
+        return self._record(source, target, cached=self.requests == 0)
+
+    def _record(self, source: str, target: Path, *, cached: bool) -> FetchRecord:
+        size = self.asset.size if self.asset.size is not None else target.stat().st_size
+        return FetchRecord(
+            name=self.asset.name,
+            path=self.asset.path,
+            source=_redact(source),
+            bytes=self.bytes,
+            size=size,
+            seconds=time.monotonic() - self.t0,
+            attempts=self.attempts,
+            cached=cached,
+        )
+
+    def _target(self) -> Path:
+        """The asset's path under dest; refuses one that a symlink would carry outside dest."""
+        target = self.dest.joinpath(*PurePosixPath(self.asset.path).parts)
+        root = os.path.realpath(self.dest)
+        parent = os.path.realpath(target.parent)
+        if parent != root and not parent.startswith(root + os.sep):
+            raise FetchError(
+                f"asset {self.asset.name!r}: {target} would land in {parent}, outside --dest {root}, "
+                "through a symlink; remove that link from the destination"
+            )
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise FetchError(
+                f"asset {self.asset.name!r}: cannot create {target.parent}: "
+                f"{exc.strerror or exc}; check --dest"
+            ) from None
+        return target
+
+    def _dest_matches(self, target: Path) -> bool:
+        try:
+            st = target.lstat()
+        except FileNotFoundError:
+            return False
+        if not stat.S_ISREG(st.st_mode):
+            log.warning("%s: %s is not a regular file; replacing it", self.asset.name, target)
+            return False
+        if self.asset.size is not None and st.st_size != self.asset.size:
+            log.warning(
+                "%s: %s has %d bytes, expected %d; replacing it",
+                self.asset.name,
+                target,
+                st.st_size,
+                self.asset.size,
+            )
+            return False
+        if sha256_file(target) == self.asset.sha256:
+            return True
+        log.warning(
+            "%s: %s does not match sha256 %s; replacing it", self.asset.name, target, self.asset.sha256
+        )
+        return False
+
+    # -- installing -----------------------------------------------------------
+
+    def _install(self, obj: Path, target: Path, *, verify: bool) -> bool:
+        """Put ``obj`` at ``target`` through a staging file next to it: (verify,) fsync, rename, fsync dir.
+
+        Same filesystem: a hard link, which costs no copy. Otherwise a copy.
+        Returns False, leaving nothing behind, when ``verify`` finds a mismatch.
+        """
+        _clear_stale_staging(target)
+        staging = target.with_name(
+            f".{target.name}{_STAGING_MARK}{socket.gethostname()}.{os.getpid()}.{next(_staging_counter)}"
+        )
+        try:
+            try:
+                os.link(obj, staging)
+                linked = True
+            except OSError as exc:
+                if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.EACCES):
+                    raise
+                linked = False
+            if linked:
+                if verify and sha256_file(staging) != self.asset.sha256:
+                    return False
+            elif not self._copy(obj, staging, verify):
+                return False
+            fd = os.open(staging, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(staging, target)
+            _fsync_dir(target.parent)
+            return True
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise self._no_space(target, obj.stat().st_size) from None
+            raise FetchError(
+                f"asset {self.asset.name!r}: cannot install {target}: {exc.strerror or exc}; "
+                "check that --dest is writable and the path is not a directory"
+            ) from None
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                staging.unlink()
+
+    def _copy(self, src: Path, dst: Path, verify: bool) -> bool:
+        digest = hashlib.sha256()
+        with open(src, "rb") as fin:
+            size = os.fstat(fin.fileno()).st_size
+            fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                if size:
+                    os.posix_fallocate(fd, 0, size)  # ENOSPC now, not half-way through
+                if not verify:
+                    offset = 0
+                    while offset < size:  # in-kernel copy; the bytes were verified a moment ago
+                        offset += os.sendfile(fd, fin.fileno(), offset, size - offset)
+                    return True
+                buf = bytearray(_HASH_BLOCK)
+                while n := fin.readinto(buf):
+                    view = memoryview(buf)[:n]
+                    digest.update(view)
+                    os.write(fd, view)
+            finally:
+                os.close(fd)
+        return digest.hexdigest() == self.asset.sha256
+
+    def _no_space(self, where: Path, need: int) -> NoSpaceError:
+        return NoSpaceError(
+            f"asset {self.asset.name!r}: no space left on the device of {where}: need {need} bytes "
+            f"({need / MIB:.1f} MiB), {_free_bytes(where.parent)} bytes available; free some space, "
+            "or point --dest / --cache-dir at a larger filesystem"
+        )
+
+    # -- downloading ----------------------------------------------------------
+
+    def _download(self) -> str:
+        """Fill the cache object from the first source that delivers the right bytes. Returns that source."""
+        self._open_partial()
+        errors: list[tuple[str, DownloadError]] = []
+        try:
+            for url in self.urls:
+                try:
+                    self._from_source(_resolve(url, self.options))
+                    return url
+                except _DeadlineExceeded as exc:
+                    errors.append((url, exc))
+                    break
+                except DownloadError as exc:
+                    log.warning("%s: %s: %s", self.asset.name, _redact(url), exc)
+                    errors.append((url, exc))
+        finally:
+            if self.fd is not None:
+                os.close(self.fd)
+                self.fd = None
+                if not self.done.spans:
+                    self.cache.discard_partial(self.asset.sha256)  # nothing worth resuming
+        tried = "\n".join(f"  - {_redact(url)}: {exc}" for url, exc in errors)
+        raise FetchError(
+            f"asset {self.asset.name!r} ({self.asset.path}, sha256 {self.asset.sha256}) "
+            f"could not be fetched; tried {len(errors)} source(s):\n{tried}\n"
+            "  what to do: check the sources above; add --mirror PREFIX=REPLACEMENT for a copy with this "
+            "sha256, or raise --attempts/--timeout/--deadline for a slow or flaky network"
+        )
+
+    def _open_partial(self) -> None:
+        sha = self.asset.sha256
+        path = self.cache.partial_path(sha)
+        state = self.cache.load_state(sha)
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        have = os.fstat(self.fd).st_size
+        if state is None or any(end > have for _, end in state.done):
+            os.ftruncate(self.fd, 0)
+            state = PartialState()
+        self.meta = state
+        self.done = _Ranges(state.done)
+        self.hasher = _PrefixHasher()
+        if state.done:
+            log.info("%s: resuming; %.1f MiB already in the cache", self.asset.name, self.done.total() / MIB)
+
+    def _discard(self) -> None:
+        self.from_zero = True
+        os.ftruncate(self.fd, 0)
+        with self.lock:
+            self.done = _Ranges()
+        self.meta = PartialState()
+        self.hasher = _PrefixHasher()
+        with contextlib.suppress(FileNotFoundError):
+            self.cache.state_path(self.asset.sha256).unlink()
+
+    def _save_state(self) -> None:
+        with self.lock:
+            state = PartialState(self.meta.size, self.meta.url, self.meta.etag, list(self.done.spans))
+        try:
+            self.cache.save_state(self.asset.sha256, state)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise self._no_space(self.cache.state_path(self.asset.sha256), 4096) from None
+            raise
+
+    def _from_source(self, source: _Source) -> None:
+        """Retry one source until its bytes verify into the cache; raises DownloadError when it gives up."""
+        idle_failures = 0
+        step = 0
+        fresh_retry = False
+        with self.lock:
+            self.from_zero = not self.done.spans
+        while True:
+            if self.remaining() is not None and self.remaining() <= 0:
+                raise self.deadline_error(f"trying {_redact(source.url)}")
+            with self.lock:
+                before = self.done.total()
+            try:
+                if source.path is not None:
+                    self._copy_file(source)
+                else:
+                    self._attempt(source)
+                self._verify(source)
+                return
+            except ChecksumMismatch:
+                resumed = not self.from_zero
+                self._discard()
+                if resumed and not fresh_retry:
+                    # Resumed bytes may be what is wrong (an earlier source, a power loss); one clean try.
+                    log.warning(
+                        "%s: resumed download did not verify; fetching it again from zero", self.asset.name
+                    )
+                    fresh_retry = True
+                    continue
+                raise
+            except DownloadError as exc:
+                if isinstance(exc, _Changed):
+                    log.warning("%s: %s", self.asset.name, exc)
+                    self._discard()
+                if not exc.retryable:
+                    raise
+                with self.lock:
+                    progressed = self.done.total() - before >= _PROGRESS_BYTES
+                if progressed:
+                    idle_failures, step = 0, 0
+                else:
+                    idle_failures += 1
+                if idle_failures >= self.options.attempts:
+                    raise DownloadError(
+                        f"{exc} (gave up after {self.options.attempts} attempts in a row without progress)",
+                        retryable=False,
+                    ) from None
+                retry_after = getattr(exc, "retry_after", None)
+                delay = retry_after if retry_after is not None else _backoff(step)
+                step += 1
+                left = self.remaining()
+                if retry_after is not None and left is not None and retry_after > left:
+                    raise DownloadError(
+                        f"{exc}; it asks to retry in {retry_after:g} s, past this asset's deadline",
+                        retryable=False,
+                    ) from None
+                log.warning("%s: %s; retrying in %.1f s", self.asset.name, exc, delay)
+                self.sleep(delay, f"waiting to retry {_redact(source.url)}")
+
+    def _check_size(self, source: _Source, total: int, *, retryable: bool = True) -> None:
+        if self.asset.size is not None and total != self.asset.size:
+            raise DownloadError(
+                f"{_redact(source.url)} serves {total} bytes; the manifest says {self.asset.size}",
+                retryable=retryable,
+            )
+
+    def _begin(self, total: int | None) -> None:
+        if not self.started:
+            self.started = True
+            self.progress.start(self.asset, total)
+            with self.lock:
+                resumed = self.done.total()
+            if resumed:
+                self.progress.advance(self.asset, resumed)
+
+    def _preallocate(self, size: int) -> None:
+        st = os.fstat(self.fd)
+        if size == 0 or st.st_blocks * 512 >= size:
+            return
+        try:
+            os.posix_fallocate(self.fd, 0, size)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                os.ftruncate(self.fd, st.st_size)  # give back what the failed call took
+                with self.lock:
+                    need = size - self.done.total()
+                raise self._no_space(self.cache.partial_path(self.asset.sha256), need) from None
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise
+
+    def _copy_file(self, source: _Source) -> None:
+        self.attempts += 1
+        try:
+            fin = open(source.path, "rb")  # noqa: SIM115 - the open error and the copy's errors differ
+        except OSError as exc:
+            raise DownloadError(
+                f"{_redact(source.url)}: cannot read it ({exc.strerror or exc})", retryable=False
+            ) from None
+        with fin:
+            size = os.fstat(fin.fileno()).st_size
+            self._check_size(source, size, retryable=False)
+            if self.done.spans:
+                self._discard()  # a local copy is cheap; no need to trust older bytes
+            self.meta = PartialState(size=size, url=source.url)
+            self._begin(size)
+            self._preallocate(size)
+            transfer = _Transfer(self)
+            transfer.size = size
+            claim = _Claim(0, size)
+            transfer.active.add(claim)
+            self._run_transfer(transfer, claim, fin.readinto, None, None, source=source)
+
+    def _attempt(self, source: _Source) -> None:
+        """One try at an HTTP source: probe with a ranged GET, then fill the holes over N connections."""
+        connections = self.options.connections
+        size = self.meta.size if self.meta.size is not None else self.asset.size
+        with self.lock:
+            holes = self.done.holes(size) if size is not None else [(self.done.prefix(), None)]
+        if not holes:
+            return  # every byte is on disk already; verifying decides
+        start, hole_end = holes[0]
+        probe_end = (
+            hole_end
+            if connections == 1
+            else min(hole_end or start + _PROBE, start + _piece_size(size, connections))
+        )
+        last = "" if probe_end is None or probe_end == size else str(probe_end - 1)
+        headers = {"Range": f"bytes={start}-{last}"}
+        if start and self.meta.etag and self.meta.url == source.url and not self.meta.etag.startswith("W/"):
+            headers["If-Range"] = self.meta.etag
+        transfer = _Transfer(self)
+        self.net.register(transfer)
+        client = _Http(self, transfer)
+        try:
+            self.attempts += 1
+            resp, transfer.url = client.request(source, source.http_url, headers)
+            etag = resp.getheader("ETag")
+            if resp.status == 416:
+                client.close()
+                total = _content_range(resp.getheader("Content-Range"))[2]
+                if total == 0 and start == 0:
+                    self._check_size(source, 0)
+                    self.meta = PartialState(size=0, url=source.url, etag=etag)
+                    return
+                raise _Changed(
+                    f"{_redact(source.url)} cannot serve bytes from {start} (HTTP 416, size {total}); "
+                    "the file changed, starting over"
+                )
+            if resp.status == 206:
+                claim, total = self._probe_range(source, resp, start, probe_end, etag)
+                segmented = True
+            else:
+                total = resp.length  # None when chunked or close-delimited
+                if total is not None:
+                    self._check_size(source, total)
+                with self.lock:
+                    had = self.done.total()
+                if had:
+                    log.info(
+                        "%s: %s answered the resume with the whole file; starting from zero",
+                        self.asset.name,
+                        _redact(source.url),
+                    )
+                    self._discard()
+                claim = _Claim(0, total)
+                segmented = False
+            self.meta = PartialState(size=total, url=source.url, etag=etag)
+            transfer.etag = etag
+            self._begin(total)
+            if total is not None:
+                self._preallocate(total)
+            if segmented:
+                transfer.plan(total, claim, connections)
+            else:
+                transfer.size = total
+                transfer.active.add(claim)
+            self._run_transfer(
+                transfer,
+                claim,
+                self._reader(client, resp),
+                client,
+                resp if segmented else None,
+                source=source,
+            )
+        finally:
+            client.close()
+            self.net.unregister(transfer)
+
+    def _probe_range(
+        self, source: _Source, resp, start: int, probe_end: int | None, etag: str | None
+    ) -> tuple[_Claim, int]:
+        header = resp.getheader("Content-Range")
+        first, last, total = _content_range(header)
+        expected_last = None if total is None else min(probe_end or total, total) - 1
+        if first != start or total is None or last != expected_last:
+            asked = f"{start}-{'' if probe_end is None else probe_end - 1}"
+            raise DownloadError(
+                f"{_redact(source.url)} answered Range bytes={asked} with 206 and Content-Range {header!r}; "
+                f"expected bytes {start}-{expected_last}/<size>",
+                retryable=True,
+            )
+        self._check_size(source, total)
+        with self.lock:
+            if not self.done.spans:
+                return _Claim(start, last + 1), total  # nothing on disk to protect
+        same_url = self.meta.url == source.url
+        if self.meta.size is not None and total != self.meta.size:
+            raise _Changed(
+                f"{_redact(source.url)} now serves {total} bytes, the partial was for "
+                f"{self.meta.size}; starting over"
+            )
+        if same_url and self.meta.etag and etag and etag != self.meta.etag:
+            raise _Changed(f"{_redact(source.url)} changed (ETag {self.meta.etag} -> {etag}); starting over")
+        return _Claim(start, last + 1), total
+
+    def _reader(self, client: _Http, resp: http.client.HTTPResponse) -> Callable[[memoryview], int]:
+        def read(view: memoryview) -> int:
+            client.set_timeout(self.io_timeout())
+            try:
+                return resp.readinto(view)
+            except TimeoutError:
+                raise self.stall_error("reading the body") from None
+            except (OSError, http.client.HTTPException) as exc:
+                raise DownloadError(f"connection broke: {_describe(exc)}", retryable=True) from None
+
+        return read
+
+    def _run_transfer(
+        self,
+        transfer: _Transfer,
+        claim: _Claim,
+        read: Callable[[memoryview], int],
+        client: _Http | None,
+        ranged: http.client.HTTPResponse | None,
+        *,
+        source: _Source,
+    ) -> None:
+        """Stream the first claim here while helpers take other pieces; a keeper hashes and saves progress.
+
+        ``ranged`` is the probe's 206 response when the transfer is segmented, None for a single stream.
+        """
+        segmented = ranged is not None
+        keeper = threading.Thread(target=self._keep, args=(transfer,), name="bake-keeper", daemon=True)
+        keeper.start()
+        helpers: list[threading.Thread] = []
+        if segmented:
+            extra = min(self.options.connections - 1, transfer.pending_pieces())
+            helpers = [
+                threading.Thread(target=self._helper, args=(transfer, source), name="bake-conn", daemon=True)
+                for _ in range(extra)
+            ]
+            for thread in helpers:
+                thread.start()
+        try:
+            self._stream(transfer, claim, read)
+            transfer.release(claim)
+            if segmented:
+                if not ranged.isclosed():
+                    client.close()  # a stolen tail left bytes unread
+                self._work(transfer, client, source)
+        except BaseException as exc:
+            transfer.fail(exc)
+        finally:
+            for thread in helpers:
+                thread.join()
+            transfer.finished.set()
+            keeper.join()
+        if transfer.error is None:
+            with self.lock:
+                if transfer.size is None:
+                    transfer.size = claim.pos
+                    self.meta.size = claim.pos
+                missing = self.done.holes(transfer.size)
+            if missing:
+                transfer.error = DownloadError(
+                    f"transfer ended with {sum(b - a for a, b in missing)} bytes missing", retryable=True
+                )
+        self._save_state()
+        if transfer.error is not None:
+            raise transfer.error
+
+    def _helper(self, transfer: _Transfer, source: _Source) -> None:
+        client = _Http(self, transfer)
+        try:
+            self._work(transfer, client, source)
+        except BaseException as exc:
+            transfer.fail(exc)
+        finally:
+            client.close()
+
+    def _work(self, transfer: _Transfer, client: _Http, source: _Source) -> None:
+        while (claim := transfer.claim()) is not None:
+            if claim is _LATER:
+                transfer.abort.wait(0.05)
+                continue
+            try:
+                with self.lock:
+                    want_end = claim.end
+                resp = self._request_piece(transfer, client, source, claim.pos, want_end)
+                self._stream(transfer, claim, self._reader(client, resp))
+                if not resp.isclosed():
+                    client.close()  # a stolen tail left bytes unread
+            finally:
+                transfer.release(claim)
+
+    def _request_piece(
+        self, transfer: _Transfer, client: _Http, source: _Source, start: int, end: int
+    ) -> http.client.HTTPResponse:
+        try:
+            resp, _ = client.request(source, transfer.url, {"Range": f"bytes={start}-{end - 1}"})
+        except DownloadError as exc:
+            # The probe worked, so a refusal now is more likely an expired redirect than a missing file:
+            # let the next attempt start over from the source URL.
+            exc.retryable = exc.retryable or not isinstance(exc, _DeadlineExceeded)
+            raise
+        header = resp.getheader("Content-Range")
+        first, last, total = _content_range(header)
+        if resp.status != 206 or (first, last, total) != (start, end - 1, transfer.size):
+            client.close()
+            raise DownloadError(
+                f"{_redact(transfer.url)} answered Range bytes={start}-{end - 1} with HTTP {resp.status} "
+                f"and Content-Range {header!r}; expected 206 bytes {start}-{end - 1}/{transfer.size}",
+                retryable=True,
+            )
+        etag = resp.getheader("ETag")
+        if transfer.etag and etag and etag != transfer.etag:
+            client.close()
+            raise _Changed(
+                f"{_redact(source.url)} changed during the download (ETag {transfer.etag} -> {etag}); "
+                "starting over"
+            )
+        return resp
+
+    def _stream(self, transfer: _Transfer, claim: _Claim, read: Callable[[memoryview], int]) -> None:
+        """Copy the body into the partial at the claim's offset until the claim is full (or EOF if open)."""
+        buf = memoryview(bytearray(_BUF))
+        fd = self.fd
+        while True:
+            if transfer.abort.is_set():
+                raise _Aborted()
+            with self.lock:
+                pos, end = claim.pos, claim.end
+            if end is not None and pos >= end:
+                return
+            n = read(buf if end is None else buf[: min(_BUF, end - pos)])
+            if not n:
+                if end is None:
+                    return
+                raise DownloadError(
+                    f"the body ended early at byte {pos}, expected up to {end} (truncated)", retryable=True
+                )
+            self._pwrite(fd, buf[:n], pos)
+            with self.lock:
+                claim.pos = pos + n
+                self.done.add(pos, pos + n)
+                self.bytes += n
+            self.progress.advance(self.asset, n)
+
+    def _pwrite(self, fd: int, data: memoryview, offset: int) -> None:
+        try:
+            while data:
+                written = os.pwrite(fd, data, offset)
+                data, offset = data[written:], offset + written
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                with self.lock:
+                    need = (self.meta.size or offset) - self.done.total()
+                raise self._no_space(self.cache.partial_path(self.asset.sha256), need) from None
+            raise
+
+    def _keep(self, transfer: _Transfer) -> None:
+        """Hash the completed prefix and save progress every _SAVE_EVERY seconds until the transfer ends."""
+        try:
+            while not transfer.finished.wait(_SAVE_EVERY):
+                with self.lock:
+                    prefix = self.done.prefix()
+                self.hasher.catch_up(self.fd, prefix, _HASH_SLICE)
+                self._save_state()
+        except BaseException as exc:
+            transfer.fail(exc)
+
+    def _verify(self, source: _Source) -> None:
+        size = self.meta.size
+        if os.fstat(self.fd).st_size > size:
+            os.ftruncate(self.fd, size)
+        self.hasher.catch_up(self.fd, size)
+        digest = self.hasher.sha.hexdigest()
+        if digest != self.asset.sha256:
+            raise ChecksumMismatch(self.asset.sha256, digest, _redact(source.url), asset=self.asset.name)
+        os.close(self.fd)
+        self.fd = None
+        self.cache.commit(self.asset.sha256)
+
+
+def _clear_stale_staging(target: Path) -> None:
+    """Remove staging files for ``target`` left by a process of this host that no longer exists (SIGKILL)."""
+    prefix = f".{target.name}{_STAGING_MARK}"
+    host = socket.gethostname()
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(target.parent):
+            if not entry.name.startswith(prefix):
+                continue
+            owner, _, pid = entry.name[len(prefix) :].rpartition(".")[0].rpartition(".")
+            if owner == host and pid.isdigit() and not _pid_alive(int(pid)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)

@@ -1,0 +1,154 @@
+"""Progress sinks for fetches: a tqdm bar on a terminal, periodic log lines in build logs."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from bake.fetch import FetchRecord
+    from bake.manifest import Asset
+
+MIB = 1 << 20
+LOG_EVERY = 5.0
+
+
+class Progress:
+    """Receives fetch events from several threads at once; this base class ignores them.
+
+    Subclass it and override what you need. ``advance`` is called once per
+    chunk written, so overrides must stay cheap.
+    """
+
+    def start(self, asset: Asset, total: int | None) -> None:
+        """A network transfer of ``asset`` begins; ``total`` is its size when known."""
+
+    def advance(self, asset: Asset, nbytes: int) -> None:
+        """``nbytes`` more bytes of ``asset`` are on disk (also called once with the resumed amount)."""
+
+    def done(self, record: FetchRecord) -> None:
+        """``record``'s asset is verified and installed."""
+
+    def failed(self, asset: Asset, error: BaseException) -> None:
+        """``asset`` could not be fetched."""
+
+
+def ready_line(record: FetchRecord) -> str:
+    """Return the final line for an asset: ``<name>: ready in X s (N MiB from <source>)``."""
+    nbytes = record.size if record.cached else record.bytes
+    return f"{record.name}: ready in {record.seconds:.1f} s ({nbytes / MIB:.1f} MiB from {record.source})"
+
+
+def failed_line(asset: Asset, error: BaseException) -> str:
+    """Return the line printed when an asset fails: its name and the first line of the error."""
+    first = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return f"{asset.name}: failed: {first}"
+
+
+class LogProgress(Progress):
+    """Writes ``name: X/Y MiB, R MiB/s, ETA S s`` every ``every`` seconds per asset, and a final line."""
+
+    def __init__(
+        self, stream: TextIO = sys.stderr, *, every: float = LOG_EVERY, clock=time.monotonic
+    ) -> None:
+        self.stream = stream
+        self.every = every
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._state: dict[str, list] = {}  # name -> [total, done, last_time, done_at_last_line]
+
+    def start(self, asset: Asset, total: int | None) -> None:
+        with self._lock:
+            self._state[asset.name] = [total, 0, self.clock(), 0]
+
+    def advance(self, asset: Asset, nbytes: int) -> None:
+        with self._lock:
+            st = self._state.get(asset.name)
+            if st is None:
+                return
+            st[1] += nbytes
+            now = self.clock()
+            if now - st[2] < self.every:
+                return
+            total, done, last, done_before = st
+            rate = (done - done_before) / (now - last)
+            st[2], st[3] = now, done
+            line = f"{asset.name}: {done / MIB:.1f}"
+            if total:
+                eta = f"{(total - done) / rate:.0f} s" if rate > 0 else "unknown"
+                line += f"/{total / MIB:.1f} MiB, {rate / MIB:.1f} MiB/s, ETA {eta}"
+            else:
+                line += f" MiB, {rate / MIB:.1f} MiB/s"
+            self._write(line)
+
+    def done(self, record: FetchRecord) -> None:
+        with self._lock:
+            self._state.pop(record.name, None)
+            self._write(ready_line(record))
+
+    def failed(self, asset: Asset, error: BaseException) -> None:
+        with self._lock:
+            self._state.pop(asset.name, None)
+            self._write(failed_line(asset, error))
+
+    def _write(self, line: str) -> None:
+        self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+class TqdmProgress(Progress):
+    """One tqdm bar per asset in flight; the final line is printed above the bars."""
+
+    def __init__(self, stream: TextIO, tqdm_class) -> None:
+        self.stream = stream
+        self.tqdm = tqdm_class
+        self._lock = threading.Lock()
+        self._bars: dict[str, object] = {}
+
+    def start(self, asset: Asset, total: int | None) -> None:
+        bar = self.tqdm(
+            total=total,
+            desc=asset.name,
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            file=self.stream,
+            leave=False,
+            dynamic_ncols=True,
+        )
+        with self._lock:
+            self._bars[asset.name] = bar
+
+    def advance(self, asset: Asset, nbytes: int) -> None:
+        bar = self._bars.get(asset.name)
+        if bar is not None:
+            bar.update(nbytes)
+
+    def done(self, record: FetchRecord) -> None:
+        self._close(record.name)
+        self.tqdm.write(ready_line(record), file=self.stream)
+
+    def failed(self, asset: Asset, error: BaseException) -> None:
+        self._close(asset.name)
+        self.tqdm.write(failed_line(asset, error), file=self.stream)
+
+    def _close(self, name: str) -> None:
+        with self._lock:
+            bar = self._bars.pop(name, None)
+        if bar is not None:
+            bar.close()
+
+
+def make_progress(stream: TextIO = sys.stderr) -> Progress:
+    """Return a tqdm sink when ``stream`` is a terminal and tqdm is installed, else a LogProgress."""
+    isatty = getattr(stream, "isatty", None)
+    if isatty is not None and isatty():
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            pass
+        else:
+            return TqdmProgress(stream, tqdm)
+    return LogProgress(stream)
