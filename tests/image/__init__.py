@@ -1,0 +1,216 @@
+"""Helpers shared by the image tests: run docker, run the image, snapshot a host tree, probe clients."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from bake.manifest import Asset, load_manifest
+
+ASSET_ROOT = "/opt/bake/assets"
+MANIFEST: list[Asset] = load_manifest(Path(__file__).with_name("assets.toml"))
+# The test manifest's two assets, one per consumer kind.
+(S3_ASSET,) = [a for a in MANIFEST if a.path.startswith("s3tokenizer/")]
+(VOCAB_ASSET,) = [a for a in MANIFEST if a.path.startswith("tiktoken/")]
+S3_NAME = S3_ASSET.path.split("/")[-1]
+VOCAB_NAME = VOCAB_ASSET.path.split("/")[-1]
+
+# ``run(*command, **options)``: run_image bound to the image under test (the ``run`` fixture).
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+# Text the client probes encode, and its o200k_base tokens (computed once with the real vocab).
+PROBE_TEXT = "Hello, world! Baked assets load offline."
+PROBE_TOKENS = [13225, 11, 2375, 0, 418, 19969, 17862, 4700, 33467, 13]
+
+
+def fail_or_skip(problem: str) -> None:
+    """Skip the test for a missing prerequisite; under CI=true fail it instead, since CI must run it."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{problem} (CI=true: image tests must run, never skip)", pytrace=False)
+    pytest.skip(problem)
+
+
+def required_env(name: str) -> str:
+    """Return the environment variable that scripts/test.sh sets, or fail/skip naming it."""
+    value = os.environ.get(name, "")
+    if not value:
+        fail_or_skip(f"{name} is not set: run the image tests through scripts/test.sh, which sets it")
+    return value
+
+
+def docker(
+    *args: str, timeout: float = 180, check: bool = True, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``docker ARGS`` and return the finished process.
+
+    Raises AssertionError naming the command and its stderr when ``check`` and it fails.
+    """
+    proc = subprocess.run(
+        ["docker", *args], input=stdin, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"docker {' '.join(args[:4])} … exited {proc.returncode}: {proc.stderr.strip()}")
+    return proc
+
+
+def run_image(
+    image: str,
+    *command: str,
+    env: Mapping[str, str] | None = None,
+    user: str | None = None,
+    binds: Mapping[str | Path, str] | None = None,
+    tmpfs: Sequence[str] = (),
+    read_only: bool = False,
+    entrypoint: str | None = None,
+    workdir: str | None = None,
+    network: str = "none",
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """``docker run --rm --network none`` the image with these options; return the finished process."""
+    args = ["run", "--rm", f"--network={network}"]
+    for key, value in (env or {}).items():
+        args += ["--env", f"{key}={value}"]
+    if user is not None:
+        args += ["--user", user]
+    for src, dst in (binds or {}).items():
+        args += ["--mount", f"type=bind,src={src},dst={dst}"]
+    for dst in tmpfs:
+        args += ["--mount", f"type=tmpfs,dst={dst}"]
+    if read_only:
+        args.append("--read-only")
+    if entrypoint is not None:
+        args += ["--entrypoint", entrypoint]
+    if workdir is not None:
+        args += ["--workdir", workdir]
+    return docker(*args, image, *command, check=False, timeout=timeout)
+
+
+def tree_snapshot(root: Path) -> dict[str, tuple]:
+    """Map every path under ``root`` (itself included) to its type, mode, size, content and mtime.
+
+    Links are recorded by target and never followed, so a dangling link is data too.
+    """
+    snap = {}
+    for path in [root, *sorted(root.rglob("*"))]:
+        st = path.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            content = os.readlink(path)
+        elif stat.S_ISREG(st.st_mode):
+            content = hashlib.sha256(path.read_bytes()).hexdigest()
+        else:
+            content = None
+        snap[str(path.relative_to(root))] = (
+            stat.S_IFMT(st.st_mode),
+            stat.S_IMODE(st.st_mode),
+            st.st_size,
+            content,
+            st.st_mtime_ns,
+        )
+    return snap
+
+
+# Loads each client named in argv offline and prints one JSON report. urllib's urlopen is
+# replaced by a function that records and refuses, so any download attempt shows.
+# s3tokenizer: importing it imports torch, so its own table and loader functions are lifted
+# out of the installed source with ast and run against a stand-in model class that records
+# the checkpoint path and stops before init_from_onnx would build the torch model.
+CLIENT_PROBE = r"""
+import ast, hashlib, importlib.util, json, os, sys, typing, urllib.request, warnings
+
+TEXT = sys.argv[1]
+attempts = []
+
+
+def refuse(url, *args, **kwargs):
+    attempts.append(getattr(url, "full_url", str(url)))
+    raise OSError("download attempted: " + attempts[-1])
+
+
+urllib.request.urlopen = refuse
+
+
+def entries(directory):
+    return {n: os.path.realpath(os.path.join(directory, n)) for n in sorted(os.listdir(directory))}
+
+
+def harmony():
+    from openai_harmony import HarmonyEncodingName, load_harmony_encoding
+
+    enc = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+    tokens = enc.encode(TEXT)
+    cache = os.environ["TIKTOKEN_RS_CACHE_DIR"]
+    return {"tokens": tokens, "text": enc.decode(tokens), "cache": cache, "entries": entries(cache)}
+
+
+def tiktoken():
+    import tiktoken
+
+    enc = tiktoken.get_encoding("o200k_base")
+    tokens = enc.encode(TEXT)
+    cache = os.environ["TIKTOKEN_CACHE_DIR"]
+    return {"tokens": tokens, "text": enc.decode(tokens), "cache": cache, "entries": entries(cache)}
+
+
+def s3tokenizer():
+    origin = importlib.util.find_spec("s3tokenizer").origin
+    wanted = {"_MODELS", "_SHA256S", "_download", "available_models", "load_model"}
+    body = [
+        node for node in ast.parse(open(origin).read()).body
+        if (isinstance(node, ast.FunctionDef) and node.name in wanted)
+        or (isinstance(node, ast.Assign) and any(getattr(t, "id", None) in wanted for t in node.targets))
+    ]
+    recorded = []
+
+    class Stop(Exception):
+        pass
+
+    class Model:
+        def __init__(self, name):
+            self.name = name
+
+        def init_from_onnx(self, path):
+            recorded.append(path)
+            raise Stop(path)
+
+    import tqdm
+
+    namespace = {
+        "hashlib": hashlib, "os": os, "urllib": urllib, "warnings": warnings, "tqdm": tqdm.tqdm,
+        "List": typing.List, "Union": typing.Union,
+        "S3Tokenizer": Model, "S3TokenizerV2": Model, "S3TokenizerV3": Model,
+    }
+    exec(compile(ast.Module(body=body, type_ignores=[]), origin, "exec"), namespace)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            namespace["load_model"]("speech_tokenizer_v3_25hz")
+        except Stop:
+            pass
+    return {
+        "defined": sorted(wanted & namespace.keys()),
+        "recorded": recorded,
+        "realpaths": [os.path.realpath(p) for p in recorded],
+        "table_sha256": namespace["_SHA256S"]["speech_tokenizer_v3_25hz"],
+        "warnings": [str(w.message) for w in caught],
+    }
+
+
+report = {}
+for name in sys.argv[2:]:
+    try:
+        report[name] = {"ok": True, **globals()[name]()}
+    except Exception as exc:
+        report[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+report["attempts"] = attempts
+report["torch_imported"] = "torch" in sys.modules
+report["env"] = {
+    k: os.environ.get(k) for k in ("XDG_CACHE_HOME", "TIKTOKEN_RS_CACHE_DIR", "TIKTOKEN_CACHE_DIR")
+}
+print(json.dumps(report))
+"""
