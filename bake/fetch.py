@@ -829,7 +829,7 @@ class _Job:
         self.hasher = _PrefixHasher()
         self.fd: int | None = None
         self.bytes = 0
-        self.requests = 0
+        self.requests = 0  # HTTP requests and file opens made for this asset
         self.attempts = 0
         self.started = False
         self.from_zero = True  # every byte in the partial came from the current attempt series' clean start
@@ -1172,7 +1172,9 @@ class _Job:
                         f"{exc}; it asks to retry in {retry_after:g} s, past this asset's deadline",
                         retryable=False,
                     ) from None
-                log.warning("%s: %s; retrying in %.1f s", self.asset.name, exc, delay)
+                log.warning(
+                    "%s: %s: %s; retrying in %.1f s", self.asset.name, _redact(source.url), exc, delay
+                )
                 self.sleep(delay, f"waiting to retry {_redact(source.url)}")
 
     def _check_size(self, source: _Source, total: int, *, retryable: bool = True) -> None:
@@ -1214,6 +1216,7 @@ class _Job:
             raise DownloadError(
                 f"{_redact(source.url)}: cannot read it ({exc.strerror or exc})", retryable=False
             ) from None
+        self.requests += 1  # a read from a source, like an HTTP request
         with fin:
             size = os.fstat(fin.fileno()).st_size
             self._check_size(source, size, retryable=False)
@@ -1271,6 +1274,8 @@ class _Job:
                 total = resp.length  # None when chunked or close-delimited
                 if total is not None:
                     self._check_size(source, total)
+                else:
+                    total = self.asset.size  # then an early EOF reads as truncation, not as the end
                 with self.lock:
                     had = self.done.total()
                 if had:

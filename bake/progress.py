@@ -122,9 +122,10 @@ class TqdmProgress(Progress):
             self._bars[asset.name] = bar
 
     def advance(self, asset: Asset, nbytes: int) -> None:
-        bar = self._bars.get(asset.name)
-        if bar is not None:
-            bar.update(nbytes)
+        with self._lock:  # several connections feed one bar
+            bar = self._bars.get(asset.name)
+            if bar is not None:
+                bar.update(nbytes)
 
     def done(self, record: FetchRecord) -> None:
         self._close(record.name)

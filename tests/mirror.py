@@ -87,6 +87,11 @@ def length_lie(delta: int) -> Fault:
     return Fault("length_lie", delta=delta)
 
 
+def no_length(cut_at: int = 0) -> Fault:
+    """Answer 200 without Content-Length, ending the body by closing (after ``cut_at`` bytes if set)."""
+    return Fault("no_length", offset=cut_at)
+
+
 def ignore_range() -> Fault:
     """Answer a ranged request with 200 and the whole file."""
     return Fault("ignore_range")
@@ -376,7 +381,8 @@ class _Handler(BaseHTTPRequestHandler):
         start, end, status = 0, size, 200
         wanted = _RANGE.match(self.headers.get("Range", "").strip())
         if_range = self.headers.get("If-Range")
-        if wanted and mirror.ranges and fault.kind != "ignore_range" and if_range in (None, entry.etag):
+        ranged = mirror.ranges and fault.kind not in ("ignore_range", "no_length")
+        if wanted and ranged and if_range in (None, entry.etag):
             first = int(wanted.group(1))
             if first >= size:
                 self._simple(path, 416, {"Content-Range": f"bytes */{size}"})
@@ -385,16 +391,16 @@ class _Handler(BaseHTTPRequestHandler):
             start, end, status = first, last + 1, 206
         self._record(path, status)
         self.send_response(status)
-        self.send_header(
-            "Content-Length", str(end - start + (fault.delta if fault.kind == "length_lie" else 0))
-        )
+        if fault.kind != "no_length":
+            lie = fault.delta if fault.kind == "length_lie" else 0
+            self.send_header("Content-Length", str(end - start + lie))
         self.send_header("ETag", entry.etag)
         if mirror.ranges:
             self.send_header("Accept-Ranges", "bytes")
         if status == 206:
             shift = fault.delta if fault.kind == "bad_range" else 0
             self.send_header("Content-Range", f"bytes {start + shift}-{end - 1 + shift}/{size}")
-        if fault.kind == "length_lie":
+        if fault.kind in ("length_lie", "no_length"):
             self.send_header("Connection", "close")
             self.close_connection = True
         self.end_headers()
@@ -403,7 +409,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_body(self, path: str, entry: _File, start: int, end: int, fault: Fault) -> None:
         mirror = self.mirror
         size = entry.size
-        limit = start + fault.offset if fault.kind in ("reset", "stall", "truncate", "replace") else end
+        cut = fault.kind in ("reset", "stall", "truncate", "replace") or (
+            fault.kind == "no_length" and fault.offset
+        )
+        limit = start + fault.offset if cut else end
         with mirror.lock:
             mirror._senders[path].add(self)
         try:
@@ -427,7 +436,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif fault.kind == "stall":
                 mirror.stopping.wait(fault.seconds)
                 raise _Abort()
-            elif fault.kind in ("truncate", "length_lie"):
+            elif fault.kind in ("truncate", "length_lie", "no_length"):
                 self.connection.shutdown(socket.SHUT_WR)
                 raise _Abort()
             elif fault.kind == "replace":

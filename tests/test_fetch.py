@@ -29,6 +29,7 @@ from tests.mirror import (
     http_error,
     ignore_range,
     length_lie,
+    no_length,
     redirect,
     replace,
     reset,
@@ -127,6 +128,31 @@ def test_single_stream_server_recovers_from_fault(clean_net_env: None, tmp_path:
         assert [e["status"] for e in plain.log] == [200, 200]
     assert record.attempts == 2
     assert (tmp_path / "dest/data/blob.bin").read_bytes() == data
+
+
+@pytest.mark.parametrize("known_size", [True, False], ids=["manifest-size", "no-size"])
+def test_body_without_content_length_ends_at_eof(mirror: Mirror, tmp_path: Path, known_size: bool) -> None:
+    data = blob(300 * KIB)
+    mirror.add("/f.bin", data)
+    mirror.script("/f.bin", no_length())
+    record = fetch_one(make_asset(data, mirror.url("/f.bin"), size=known_size), tmp_path)
+    assert (record.size, record.attempts) == (len(data), 1)
+    assert (tmp_path / "dest/data/blob.bin").read_bytes() == data
+
+
+@pytest.mark.parametrize("known_size", [True, False], ids=["manifest-size", "no-size"])
+def test_body_without_content_length_cut_short(mirror: Mirror, tmp_path: Path, known_size: bool) -> None:
+    data = blob(300 * KIB)
+    mirror.add("/f.bin", data)
+    mirror.script("/f.bin", no_length(cut_at=100 * KIB))
+    asset = make_asset(data, mirror.url("/f.bin"), size=known_size)
+    if known_size:  # the manifest size shows the early EOF is a truncation: retried
+        assert fetch_one(asset, tmp_path).attempts == 2
+        assert (tmp_path / "dest/data/blob.bin").read_bytes() == data
+    else:  # nothing tells it from the end of the file; the hash refuses it
+        with pytest.raises(FetchFailed, match="sha256 mismatch"):
+            fetch_one(asset, tmp_path)
+        assert files_under(tmp_path / "dest") == []
 
 
 def test_retry_after_is_honoured(mirror: Mirror, tmp_path: Path) -> None:
@@ -357,6 +383,25 @@ def test_sigkill_at_half_then_rerun_refetches_little(clean_net_env: None, tmp_pa
     # Killed at >= 50%: without resume the total would be >= 1.5x.
     assert total <= 1.15 * len(data), total / len(data)
     assert files_under(tmp_path / "dest") == ["data/blob.bin"]
+
+
+def test_ctrl_c_stops_at_once_and_keeps_the_partial(clean_net_env: None, tmp_path: Path) -> None:
+    data = blob(8 * MIB)
+    state = tmp_path / f"cache/partial/{hashlib.sha256(data).hexdigest()}.json"
+    with Mirror({"/f.bin": data}, rate=MIB) as slow:
+        proc = child(slow.url("/f.bin"), data, tmp_path / "dest", tmp_path / "cache")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (state.exists() and json.loads(state.read_text())["done"]):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        proc.wait(timeout=10)
+        stopped_in = time.monotonic() - started
+        stderr = proc.stderr.read()
+    assert "KeyboardInterrupt" in stderr
+    assert stopped_in < 2  # connections are cut, not waited out (the stall timeout is 10 s)
+    assert json.loads(state.read_text())["done"]
+    assert files_under(tmp_path / "dest") == []
 
 
 # -- sources, mirrors, hf:// -----------------------------------------------------------------------
