@@ -833,6 +833,7 @@ class _Job:
         self.attempts = 0
         self.started = False
         self.from_zero = True  # every byte in the partial came from the current attempt series' clean start
+        self.unsized = False  # the last body had no length to check, so an early close looked like its end
         self.waiting_logged = False
         self.t0 = time.monotonic()
         self.deadline: float | None = None
@@ -1128,24 +1129,33 @@ class _Job:
                 raise self.deadline_error(f"trying {_redact(source.url)}")
             with self.lock:
                 before = self.done.total()
+            self.unsized = False
             try:
-                if source.path is not None:
-                    self._copy_file(source)
-                else:
-                    self._attempt(source)
-                self._verify(source)
-                return
-            except ChecksumMismatch:
-                resumed = not self.from_zero
-                self._discard()
-                if resumed and not fresh_retry:
-                    # Resumed bytes may be what is wrong (an earlier source, a power loss); one clean try.
-                    log.warning(
-                        "%s: resumed download did not verify; fetching it again from zero", self.asset.name
-                    )
-                    fresh_retry = True
-                    continue
-                raise
+                try:
+                    if source.path is not None:
+                        self._copy_file(source)
+                    else:
+                        self._attempt(source)
+                    self._verify(source)
+                    return
+                except ChecksumMismatch as exc:
+                    resumed = not self.from_zero
+                    self._discard()
+                    if resumed and not fresh_retry:
+                        # Resumed bytes may be what is wrong (an earlier source, a power loss); one clean try.
+                        log.warning(
+                            "%s: resumed download did not verify; fetching it again from zero",
+                            self.asset.name,
+                        )
+                        fresh_retry = True
+                        continue
+                    if self.unsized:  # most likely cut short, not wrong: worth another attempt
+                        raise DownloadError(
+                            f"{exc}; the body had no Content-Length and the manifest no size, so it may have "
+                            "been cut short",
+                            retryable=True,
+                        ) from None
+                    raise
             except DownloadError as exc:
                 if isinstance(exc, _Changed):
                     log.warning("%s: %s", self.asset.name, exc)
@@ -1276,6 +1286,7 @@ class _Job:
                     self._check_size(source, total)
                 else:
                     total = self.asset.size  # then an early EOF reads as truncation, not as the end
+                    self.unsized = total is None
                 with self.lock:
                     had = self.done.total()
                 if had:
