@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -534,6 +536,59 @@ def test_http_proxy_and_no_proxy_are_honoured(
     assert (tmp_path / "dest/data/blob.bin").read_bytes() == data
     assert handler.seen == ([] if bypass else [mirror.url("/f.bin")])
     assert [e["via_proxy"] for e in mirror.log] == [False]
+
+
+class _ConnectProxy(BaseHTTPRequestHandler):
+    """An https proxy: CONNECT host:port, then bytes both ways."""
+
+    seen: list[str]
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_CONNECT(self) -> None:
+        self.seen.append(self.path)
+        host, port = self.path.rsplit(":", 1)
+        upstream = socket.create_connection((host, int(port)), timeout=5)
+        self.send_response(200, "Connection established")
+        self.end_headers()
+
+        def pump(src: socket.socket, dst: socket.socket) -> None:
+            try:
+                while chunk := src.recv(65536):
+                    dst.sendall(chunk)
+            except OSError:
+                pass
+            finally:
+                with contextlib.suppress(OSError):
+                    dst.shutdown(socket.SHUT_WR)
+
+        back = threading.Thread(target=pump, args=(upstream, self.connection), daemon=True)
+        back.start()
+        pump(self.connection, upstream)
+        back.join(timeout=5)
+        upstream.close()
+        self.close_connection = True
+
+
+def test_https_proxy_tunnels_with_connect(
+    clean_net_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls_cert: tuple[str, str]
+) -> None:
+    data = blob(2 * MIB)
+    handler = type("Proxy", (_ConnectProxy,), {"seen": []})
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    proxy.daemon_threads = True
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        with Mirror({"/f.bin": data}, tls=tls_cert) as secure:
+            monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.server_address[1]}")
+            fetch_one(make_asset(data, secure.url("/f.bin")), tmp_path, ca_bundle=tls_cert[0], connections=2)
+            target = secure.base_url.removeprefix("https://")
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert (tmp_path / "dest/data/blob.bin").read_bytes() == data
+    assert handler.seen and set(handler.seen) == {target}  # every connection went through the tunnel
 
 
 @pytest.fixture(scope="module")
