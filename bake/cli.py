@@ -168,12 +168,14 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         raise UsageError(f"--dest {args.dest}: exists and is not a directory")
     args.dest.mkdir(parents=True, exist_ok=True)
     sink = None if args.quiet else progress.make_progress(sys.stderr)
-    records: list = []
     try:
         records = fetch.fetch_assets(assets, args.dest, options, sink)
-    finally:
+    except fetch.FetchFailed as exc:
         if args.json:
-            _write_report(args.json, records)
+            _write_report(args.json, exc.records)
+        raise
+    if args.json:
+        _write_report(args.json, records)
     lockfile.write_index(args.dest, assets)
     log.info(
         "%d asset(s) verified under %s (manifest digest %s)",

@@ -90,8 +90,10 @@ def test_fetch_group_selects_only_that_group(source: dict) -> None:
 
 def test_fetch_of_a_lying_source_exits_3_and_leaves_nothing(source: dict) -> None:
     (source["src"] / "two").write_bytes(b"not what the manifest says")
-    result = fetch(source)
+    report = source["tmp"] / "report.json"
+    result = fetch(source, "--json", str(report))
     assert result.returncode == 3, result.stderr
+    assert [r["name"] for r in json.loads(report.read_text())["assets"]] == ["one"]
     assert "two" in result.stderr
     assert "sha256" in result.stderr
     dest = source["tmp"] / "dest"
