@@ -55,4 +55,4 @@ docker buildx bake -f docker-bake.hcl -f docker/bake-test.hcl --allow=network.ho
 export BAKE_TEST_IMAGE=bake/rocm-test:local
 
 echo "== pytest"
-python -m pytest tests "$@"
+python -m pytest "$@"   # no arguments: every test under tests/ (pyproject testpaths)

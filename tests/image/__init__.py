@@ -13,6 +13,7 @@ import pytest
 
 from bake.manifest import Asset, load_manifest
 
+REPO = Path(__file__).resolve().parents[2]
 ASSET_ROOT = "/opt/bake/assets"
 MANIFEST: list[Asset] = load_manifest(Path(__file__).with_name("assets.toml"))
 # The test manifest's two assets, one per consumer kind.
@@ -214,3 +215,24 @@ report["env"] = {
 }
 print(json.dumps(report))
 """
+
+
+def buildx_bake(*args: str, **env: str) -> None:
+    """Run ``docker buildx bake`` with the test override, as scripts/test.sh does.
+
+    The test's mirror, token and digest come from the environment unless ``env`` overrides them.
+    Raises AssertionError with the build log's tail when bake fails.
+    """
+    for name in ("ASSET_MIRRORS", "ASSET_DIGEST", "BAKE_TEST_HF_TOKEN"):
+        env.setdefault(name, required_env(name))
+    proc = subprocess.run(
+        ["docker", "buildx", "bake", "-f", "docker-bake.hcl", "-f", "docker/bake-test.hcl",
+         "--allow=network.host", "--progress=plain", *args],
+        cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True, timeout=1200, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+def bake_image(tag: str, *args: str, **env: str) -> None:
+    """Build the image target under ``tag`` (see buildx_bake)."""
+    buildx_bake(*args, "--set", f"image.tags={tag}", "image", **env)
