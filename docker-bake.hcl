@@ -42,11 +42,6 @@ variable "BAKE_FETCH_ARGS" {
   default     = ""
 }
 
-variable "ASSETS_FROM" {
-  description = "Where the asset layer comes from: the \"assets\" stage, or a published assets image reference."
-  default     = null
-}
-
 variable "IMAGE_NAME" {
   description = "Repository name of the final image."
   default     = "bake/rocm"
@@ -73,7 +68,6 @@ target "_common" {
     ASSET_MIRRORS   = ASSET_MIRRORS
     ASSET_DIGEST    = ASSET_DIGEST
     BAKE_FETCH_ARGS = BAKE_FETCH_ARGS
-    ASSETS_FROM     = ASSETS_FROM
   }
   labels = {
     "org.opencontainers.image.title"       = "bake ROCm CI image"
@@ -84,6 +78,9 @@ target "_common" {
 
 # The verified files alone, FROM scratch. Export it, or use it as a named
 # context in another bake file: contexts = { bake-assets = "target:assets" }.
+# A named context "assets" on the image target replaces this stage:
+#   --set image.contexts.assets=docker-image://REGISTRY/bake-assets:DIGEST
+# which `bake build --assets-image REGISTRY/bake-assets` sets (and publishes first).
 target "assets" {
   inherits = ["_common"]
   target   = "assets"

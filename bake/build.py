@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
+from bake import assets_image as assets_image_mod
 from bake.context import LISTING_LIMIT, check_context, describe_exit, export_context
 from bake.errors import BuildError
 
@@ -17,16 +18,25 @@ log = logging.getLogger(__name__)
 
 
 def run_build(
-    directory: Path, bake_args: Sequence[str], *, export: bool = False, strict: bool = False
+    directory: Path,
+    bake_args: Sequence[str],
+    *,
+    export: bool = False,
+    strict: bool = False,
+    assets_image: str | None = None,
 ) -> int:
     """Check DIRECTORY's context, then run ``docker buildx bake BAKE_ARGS`` there; return 0.
 
     A failed check raises its own error (ContextDirty, GitError) before anything is built. With
     ``export`` every target's context is an export of HEAD's tree (``--set *.context=DIR``), so
-    untracked files and mode drift never reach BuildKit. Raises BuildError when bake fails (its
-    exit code in the message) or docker cannot be run.
+    untracked files and mode drift never reach BuildKit. With ``assets_image`` (a repository) the
+    asset layer comes from ``REPO:<manifest digest>``, which is built and pushed first when the
+    registry lacks it (see bake.assets_image). Raises BuildError when bake fails (its exit code in
+    the message) or docker cannot be run, UsageError for an assets image that cannot serve the targets.
     """
     directory = Path(directory).absolute()
+    if assets_image is not None:
+        assets_image_mod.check_repo(assets_image)
     report = check_context(directory, strict=strict)
     with ExitStack() as stack:
         overrides: list[str] = []
@@ -43,18 +53,31 @@ def run_build(
                 report.root,
                 ", ".join(report.untracked[:LISTING_LIMIT]),
             )
-        cmd = ["docker", "buildx", "bake", *overrides, *bake_args]
-        log.info("running %s", shlex.join(cmd))
-        try:
-            returncode = subprocess.run(cmd, cwd=directory, check=False).returncode
-        except OSError as exc:
-            raise BuildError(
-                f"cannot run `docker buildx bake` in {directory}: {exc.strerror}; install the docker CLI "
-                "with the buildx plugin (scripts/toolchain.sh) or put it on PATH"
-            ) from exc
+        args = [*overrides, *bake_args]
+        if assets_image is not None:
+            image = assets_image_mod.resolve(directory, args, assets_image)
+            if assets_image_mod.exists(image.ref):
+                log.info("assets image %s is in the registry; the asset layer comes from it", image.ref)
+            else:
+                log.info("assets image %s is not in the registry yet; building and pushing it", image.ref)
+                _bake(directory, [*args, *image.publish_args()])
+            args += image.consume_args()
+        _bake(directory, args)
+    return 0
+
+
+def _bake(directory: Path, args: Sequence[str]) -> None:
+    cmd = ["docker", "buildx", "bake", *args]
+    log.info("running %s", shlex.join(cmd))
+    try:
+        returncode = subprocess.run(cmd, cwd=directory, check=False).returncode
+    except OSError as exc:
+        raise BuildError(
+            f"cannot run `docker buildx bake` in {directory}: {exc.strerror}; install the docker CLI "
+            "with the buildx plugin (scripts/toolchain.sh) or put it on PATH"
+        ) from exc
     if returncode != 0:
         raise BuildError(
             f"docker buildx bake failed in {directory} ({describe_exit(returncode)}): `{shlex.join(cmd)}`; "
             "the build log above names the target and step that failed"
         )
-    return 0

@@ -117,6 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     build = sub.add_parser("build", help="check-context, then docker buildx bake BAKE ARGS")
     build.add_argument("--export", action="store_true", help="build from an export of HEAD's tree")
     build.add_argument("--strict", action="store_true", help="untracked files fail the check too")
+    build.add_argument(
+        "--assets-image",
+        metavar="REPO",
+        help="take the asset layer from REPO:<manifest digest>, building and pushing it first if missing",
+    )
     build.add_argument("bake_args", nargs=argparse.REMAINDER, help="passed to docker buildx bake (after --)")
 
     cache = sub.add_parser("cache", help="manage the download cache")
@@ -300,7 +305,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     from bake import build
 
     bake_args = args.bake_args[1:] if args.bake_args[:1] == ["--"] else args.bake_args
-    return build.run_build(Path(), bake_args, export=args.export, strict=args.strict)
+    return build.run_build(
+        Path(), bake_args, export=args.export, strict=args.strict, assets_image=args.assets_image
+    )
 
 
 def cmd_cache(args: argparse.Namespace) -> int:

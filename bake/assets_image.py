@@ -1,0 +1,172 @@
+"""Content-addressed assets image: publish the asset layer once per manifest digest, build images from it.
+
+``bake build --assets-image REPO`` resolves the bake definition, computes the
+manifest digest of what its targets bake, and looks for ``REPO:<digest>`` in the
+registry. When it is missing, the same targets are built once more as their
+``assets`` stage and pushed under that tag; the fetch stage checks the digest
+(``ASSET_DIGEST``), so the tag always names exactly that content. Then the real
+build replaces the Dockerfile's ``assets`` stage with the image, as a named
+context: nothing is fetched, and any builder that can pull from the registry
+(a fresh one included) produces the same asset layer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bake.context import describe_exit
+from bake.errors import BuildError, UsageError
+from bake.manifest import load_manifest, manifest_digest, select
+
+log = logging.getLogger(__name__)
+
+# The Dockerfile stage that holds the verified files; a named context of this name replaces it.
+ASSETS_STAGE = "assets"
+
+
+@dataclass(frozen=True)
+class AssetsImage:
+    """The assets image for one bake definition: its reference and the targets that consume it."""
+
+    ref: str
+    digest: str
+    targets: tuple[str, ...]
+
+    def publish_args(self) -> list[str]:
+        """``docker buildx bake`` overrides that build the targets' assets stage and push it as ``ref``."""
+        args: list[str] = []
+        for name in self.targets:
+            args += [
+                "--set", f"{name}.target={ASSETS_STAGE}",
+                "--set", f"{name}.tags={self.ref}",
+                "--set", f"{name}.output=type=image,push=true",
+                "--set", f"{name}.args.ASSET_DIGEST={self.digest}",
+            ]  # fmt: skip
+        return args
+
+    def consume_args(self) -> list[str]:
+        """Overrides that replace the targets' assets stage with ``ref`` and put its digest in the label."""
+        args: list[str] = []
+        for name in self.targets:
+            args += [
+                "--set", f"{name}.contexts.{ASSETS_STAGE}=docker-image://{self.ref}",
+                "--set", f"{name}.args.ASSET_DIGEST={self.digest}",
+            ]  # fmt: skip
+        return args
+
+
+def check_repo(repo: str) -> str:
+    """Return ``repo`` if it is a repository reference without tag or digest; raise UsageError otherwise."""
+    last = repo.rsplit("/", 1)[-1]
+    if not repo or not last or ":" in last or "@" in last or repo != repo.strip():
+        raise UsageError(
+            f"--assets-image {repo!r}: expected a repository such as registry.example/rocm-ci/bake-assets, "
+            "without a tag or digest; bake tags it with the manifest digest itself"
+        )
+    return repo
+
+
+def resolve(directory: Path, bake_args: Sequence[str], repo: str) -> AssetsImage:
+    """Resolve the bake definition in ``directory`` and return the assets image its targets need.
+
+    The consumers are the targets that pass ``ASSET_MANIFEST`` (every target built
+    from docker/Dockerfile does). Raises UsageError when there is none, when
+    they bake different asset sets, or when an ``ASSET_DIGEST`` they carry
+    disagrees with the manifest; BuildError when bake cannot print the definition.
+    """
+    check_repo(repo)
+    definition = _print_definition(directory, bake_args)
+    digests: dict[str, str] = {}
+    for name, target in sorted(definition.get("target", {}).items()):
+        args = target.get("args") or {}
+        if args.get("ASSET_MANIFEST") is None:
+            continue
+        digest = _target_digest(directory, name, target)
+        pinned = args.get("ASSET_DIGEST") or ""
+        if pinned and pinned != digest:
+            raise UsageError(
+                f"target {name!r}: ASSET_DIGEST={pinned} but its manifest and groups give {digest}; "
+                "set ASSET_DIGEST to `bake manifest digest` or leave it empty"
+            )
+        digests[name] = digest
+    if not digests:
+        raise UsageError(
+            "--assets-image: none of the targets to build passes ASSET_MANIFEST, so none has an asset "
+            f"layer to take from {repo}; build targets of docker/Dockerfile (for example `image`)"
+        )
+    if len(set(digests.values())) > 1:
+        listing = ", ".join(f"{name}: {digest}" for name, digest in digests.items())
+        raise UsageError(
+            f"--assets-image: the targets bake different asset sets ({listing}); one assets image serves "
+            "one manifest digest, so build them in separate runs"
+        )
+    digest = next(iter(digests.values()))
+    return AssetsImage(ref=f"{repo}:{digest}", digest=digest, targets=tuple(digests))
+
+
+def exists(ref: str) -> bool:
+    """Return True if the registry has ``ref``, False if it answers that it does not.
+
+    Raises BuildError when the registry cannot answer (unreachable, refused credentials).
+    """
+    cmd = ["docker", "buildx", "imagetools", "inspect", "--raw", ref]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, check=False, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildError(
+            f"cannot ask the registry for {ref}: `{' '.join(cmd)}` failed ({exc}); install the docker CLI "
+            "with the buildx plugin (scripts/toolchain.sh) and check the registry is reachable"
+        ) from exc
+    if proc.returncode == 0:
+        return True
+    said = proc.stderr.decode(errors="replace")
+    if "not found" in said.lower():
+        return False
+    how = describe_exit(proc.returncode, proc.stderr)
+    raise BuildError(
+        f"cannot tell whether the registry has {ref}: `{' '.join(cmd)}` {how}; "
+        "check that the registry is reachable and `docker login` has credentials for it"
+    )
+
+
+def _print_definition(directory: Path, bake_args: Sequence[str]) -> dict:
+    cmd = ["docker", "buildx", "bake", *bake_args, "--print"]
+    try:
+        proc = subprocess.run(cmd, cwd=directory, capture_output=True, check=False, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildError(
+            f"cannot run `docker buildx bake --print` in {directory}: {exc}; install the docker CLI with the "
+            "buildx plugin (scripts/toolchain.sh) or put it on PATH"
+        ) from exc
+    if proc.returncode != 0:
+        how = describe_exit(proc.returncode, proc.stderr)
+        raise BuildError(
+            f"`docker buildx bake --print` failed in {directory} ({how}); "
+            "fix the bake files or arguments it names"
+        )
+    try:
+        return json.loads(proc.stdout)
+    except ValueError as exc:
+        raise BuildError(
+            f"`docker buildx bake --print` in {directory} printed no JSON definition ({exc}); "
+            "check that the buildx plugin is version 0.13 or later"
+        ) from None
+
+
+def _target_digest(directory: Path, name: str, target: dict) -> str:
+    context = target.get("context") or "."
+    if "://" in context or context.startswith("git@"):
+        raise UsageError(
+            f"target {name!r}: --assets-image needs a local build context to read the manifest from, "
+            f"saw {context!r}; build from a checkout"
+        )
+    args = target["args"]
+    path = directory / context / args["ASSET_MANIFEST"]
+    # Only the content counts for the digest; the URL policy is the fetch stage's business.
+    assets = load_manifest(path, allow_http=True)
+    return manifest_digest(select(assets, (args.get("ASSET_GROUPS") or "").split()))

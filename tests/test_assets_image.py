@@ -1,0 +1,323 @@
+"""``bake build --assets-image``: digest tag, registry check, publish then consume, with a fake docker.
+
+The real thing (a registry, a wiped builder, a second bake file) runs in scripts/bench.py
+(tests/test_bench.py runs its smoke version).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bake import cli
+from bake.assets_image import AssetsImage, check_repo, exists, resolve
+from bake.build import run_build
+from bake.errors import BuildError, UsageError
+from bake.manifest import load_manifest, manifest_digest, select
+
+REPO = "127.0.0.1:5000/bake-assets"
+SHA_A = "a" * 64
+SHA_B = "b" * 64
+MANIFEST = textwrap.dedent(
+    f"""\
+    [[asset]]
+    name = "checkpoint"
+    path = "s3tokenizer/speech_tokenizer_v3_25hz.onnx"
+    sha256 = "{SHA_A}"
+    size = 10
+    urls = ["https://www.modelscope.cn/checkpoint.onnx"]
+    groups = ["omni"]
+
+    [[asset]]
+    name = "o200k_base"
+    path = "tiktoken/fb374d419588a4632f3f557e76b4b70aebbca790"
+    sha256 = "{SHA_B}"
+    urls = ["https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"]
+    groups = ["vllm", "omni"]
+    """
+)
+
+FAKE_DOCKER = """\
+import json, os, sys
+from pathlib import Path
+
+state = Path(os.environ["FAKE_DOCKER_STATE"])
+args = sys.argv[1:]
+with open(state / "calls.jsonl", "a") as log:
+    log.write(json.dumps({"argv": args, "cwd": os.getcwd()}) + "\\n")
+if args[:2] == ["buildx", "bake"] and "--print" in args:
+    definition = state / "definition.json"
+    if not definition.exists():
+        sys.exit("ERROR: failed to find target definitions")
+    sys.stdout.write(definition.read_text())
+elif args[:3] == ["buildx", "imagetools", "inspect"]:
+    registry = (state / "registry").read_text()
+    if registry == "present":
+        print("{}")
+    elif registry == "absent":
+        sys.exit(f"ERROR: {args[-1]}: not found")
+    else:
+        sys.exit("ERROR: dial tcp 127.0.0.1:5000: connect: connection refused")
+elif args[:2] == ["buildx", "bake"]:
+    publishing = any(a.endswith(".output=type=image,push=true") for a in args)
+    sys.exit(int((state / "publish-exit").read_text()) if publishing else 0)
+else:
+    sys.exit(99)
+"""
+
+
+class FakeDocker:
+    """Controls and records the fake ``docker`` on PATH."""
+
+    def __init__(self, state: Path) -> None:
+        self.state = state
+
+    def define(self, targets: dict[str, dict]) -> None:
+        (self.state / "definition.json").write_text(json.dumps({"target": targets}))
+
+    def registry(self, answer: str) -> None:
+        (self.state / "registry").write_text(answer)
+
+    def publish_exit(self, code: int) -> None:
+        (self.state / "publish-exit").write_text(str(code))
+
+    def calls(self) -> list[list[str]]:
+        path = self.state / "calls.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line)["argv"] for line in path.read_text().splitlines()]
+
+
+@pytest.fixture
+def docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeDocker:
+    bin_dir = tmp_path / "fake-bin"
+    state = tmp_path / "fake-state"
+    bin_dir.mkdir()
+    state.mkdir()
+    script = bin_dir / "docker"
+    script.write_text(f"#!{sys.executable}\n{FAKE_DOCKER}")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
+    monkeypatch.setenv("FAKE_DOCKER_STATE", str(state))
+    fake = FakeDocker(state)
+    fake.publish_exit(0)
+    return fake
+
+
+def image_target(
+    manifest: str = "docker/assets.toml", groups: str = "", digest: str = "", **extra: object
+) -> dict:
+    """A resolved target as `docker buildx bake --print` shows one built from docker/Dockerfile."""
+    target = {
+        "context": ".",
+        "dockerfile": "docker/Dockerfile",
+        "target": "image",
+        "args": {"ASSET_MANIFEST": manifest, "ASSET_GROUPS": groups, "ASSET_DIGEST": digest},
+    }
+    target.update(extra)
+    return target
+
+
+def digest_of(path: Path, groups: str = "") -> str:
+    return manifest_digest(select(load_manifest(path), groups.split()))
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A committed build context holding the manifest at docker/assets.toml, with an isolated git."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-global-gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    for role in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{role}_NAME", "bake tests")
+        monkeypatch.setenv(f"GIT_{role}_EMAIL", "tests@bake.invalid")
+    root = tmp_path / "project"
+    (root / "docker").mkdir(parents=True)
+    (root / "docker/assets.toml").write_text(MANIFEST)
+    for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "initial"]):
+        subprocess.run(["git", *cmd], cwd=root, check=True, capture_output=True)
+    return root
+
+
+# ---- the repository argument ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("repo", [REPO, "registry.example/rocm-ci/bake-assets", "bake-assets"])
+def test_a_repository_without_tag_is_accepted(repo: str) -> None:
+    assert check_repo(repo) == repo
+
+
+@pytest.mark.parametrize(
+    "repo",
+    [f"{REPO}:v1", f"{REPO}@sha256:{SHA_A}", "", "registry.example/", " bake-assets"],
+    ids=["tag", "digest", "empty", "trailing slash", "space"],
+)
+def test_a_tag_or_a_malformed_repository_is_a_usage_error(repo: str) -> None:
+    with pytest.raises(UsageError, match="without a tag or digest"):
+        check_repo(repo)
+
+
+# ---- resolving the definition --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("groups", ["", "vllm", "omni"])
+def test_the_tag_is_the_manifest_digest_of_the_selected_groups(
+    project: Path, docker: FakeDocker, groups: str
+) -> None:
+    docker.define({"image": image_target(groups=groups)})
+    image = resolve(project, ["image"], REPO)
+    expected = digest_of(project / "docker/assets.toml", groups)
+    assert (image.ref, image.digest, image.targets) == (f"{REPO}:{expected}", expected, ("image",))
+
+
+def test_the_definition_is_printed_with_the_callers_arguments(project: Path, docker: FakeDocker) -> None:
+    docker.define({"image": image_target()})
+    resolve(project, ["-f", "a.hcl", "--set", "image.args.X=1", "image"], REPO)
+    assert docker.calls() == [
+        ["buildx", "bake", "-f", "a.hcl", "--set", "image.args.X=1", "image", "--print"]
+    ]
+
+
+def test_the_manifest_is_read_relative_to_the_targets_context(project: Path, docker: FakeDocker) -> None:
+    (project / "sub/m").mkdir(parents=True)
+    (project / "sub/m/other.toml").write_text(MANIFEST.replace(SHA_A, SHA_B))
+    docker.define({"image": image_target(manifest="m/other.toml", context="sub")})
+    assert resolve(project, [], REPO).digest == digest_of(project / "sub/m/other.toml")
+
+
+def test_only_targets_that_pass_a_manifest_consume_the_image(project: Path, docker: FakeDocker) -> None:
+    docker.define({"image": image_target(), "docs": {"context": ".", "dockerfile": "docs/Dockerfile"}})
+    assert resolve(project, [], REPO).targets == ("image",)
+
+
+def test_a_pinned_digest_that_agrees_is_accepted(project: Path, docker: FakeDocker) -> None:
+    pinned = digest_of(project / "docker/assets.toml")
+    docker.define({"image": image_target(digest=pinned)})
+    assert resolve(project, [], REPO).digest == pinned
+
+
+UNSERVABLE = {
+    "no consumer": ({"docs": {"context": ".", "dockerfile": "docs/Dockerfile"}}, "none of the targets"),
+    "two asset sets": (
+        {"image": image_target(groups="vllm"), "omni": image_target(groups="omni")},
+        "different asset sets",
+    ),
+    "pinned digest disagrees": ({"image": image_target(digest="0" * 64)}, "ASSET_DIGEST=" + "0" * 64),
+    "remote context": ({"image": image_target(context="https://github.com/x/y.git")}, "local build context"),
+}
+
+
+@pytest.mark.parametrize(("targets", "message"), UNSERVABLE.values(), ids=UNSERVABLE.keys())
+def test_a_definition_one_assets_image_cannot_serve_is_a_usage_error(
+    project: Path, docker: FakeDocker, targets: dict, message: str
+) -> None:
+    docker.define(targets)
+    with pytest.raises(UsageError, match=message):
+        resolve(project, [], REPO)
+
+
+def test_a_definition_bake_cannot_print_is_a_build_error(project: Path, docker: FakeDocker) -> None:
+    with pytest.raises(BuildError, match="failed to find target definitions"):
+        resolve(project, [], REPO)
+
+
+# ---- the registry --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("answer", "present"), [("present", True), ("absent", False)])
+def test_the_registry_answer_decides(docker: FakeDocker, answer: str, present: bool) -> None:
+    docker.registry(answer)
+    assert exists(f"{REPO}:{SHA_A}") is present
+    assert docker.calls() == [["buildx", "imagetools", "inspect", "--raw", f"{REPO}:{SHA_A}"]]
+
+
+def test_a_registry_that_cannot_answer_is_a_build_error_not_a_missing_image(docker: FakeDocker) -> None:
+    docker.registry("down")
+    with pytest.raises(BuildError, match="connection refused") as caught:
+        exists(f"{REPO}:{SHA_A}")
+    assert f"{REPO}:{SHA_A}" in str(caught.value)
+
+
+# ---- the overrides -------------------------------------------------------------------------------
+
+
+IMAGE = AssetsImage(ref=f"{REPO}:{SHA_A}", digest=SHA_A, targets=("image",))
+
+
+def test_publishing_builds_the_assets_stage_pushed_under_the_digest_tag() -> None:
+    assert IMAGE.publish_args() == [
+        "--set", "image.target=assets",
+        "--set", f"image.tags={REPO}:{SHA_A}",
+        "--set", "image.output=type=image,push=true",
+        "--set", f"image.args.ASSET_DIGEST={SHA_A}",
+    ]  # fmt: skip
+
+
+def test_consuming_replaces_the_assets_stage_with_the_image() -> None:
+    assert IMAGE.consume_args() == [
+        "--set", f"image.contexts.assets=docker-image://{REPO}:{SHA_A}",
+        "--set", f"image.args.ASSET_DIGEST={SHA_A}",
+    ]  # fmt: skip
+
+
+# ---- bake build --assets-image ------------------------------------------------------------------
+
+
+def bake_runs(docker: FakeDocker) -> list[list[str]]:
+    return [c for c in docker.calls() if c[:2] == ["buildx", "bake"] and "--print" not in c]
+
+
+def test_a_missing_image_is_published_first_then_consumed(project: Path, docker: FakeDocker) -> None:
+    docker.define({"image": image_target()})
+    docker.registry("absent")
+    assert run_build(project, ["image"], assets_image=REPO) == 0
+    image = resolve(project, ["image"], REPO)
+    assert bake_runs(docker) == [
+        ["buildx", "bake", "image", *image.publish_args()],
+        ["buildx", "bake", "image", *image.consume_args()],
+    ]
+
+
+def test_a_present_image_is_only_consumed(project: Path, docker: FakeDocker) -> None:
+    docker.define({"image": image_target()})
+    docker.registry("present")
+    assert run_build(project, ["image"], assets_image=REPO) == 0
+    assert bake_runs(docker) == [
+        ["buildx", "bake", "image", *resolve(project, ["image"], REPO).consume_args()]
+    ]
+
+
+def test_a_failed_publish_builds_nothing_more(project: Path, docker: FakeDocker) -> None:
+    docker.define({"image": image_target()})
+    docker.registry("absent")
+    docker.publish_exit(1)
+    with pytest.raises(BuildError) as caught:
+        run_build(project, ["image"], assets_image=REPO)
+    assert caught.value.exit_code == 5
+    assert len(bake_runs(docker)) == 1
+
+
+def test_a_tagged_repository_fails_before_the_context_check_and_docker(
+    tmp_path: Path, docker: FakeDocker
+) -> None:
+    with pytest.raises(UsageError):
+        run_build(tmp_path, ["image"], assets_image=f"{REPO}:latest")  # tmp_path is no git repository
+    assert docker.calls() == []
+
+
+def test_the_cli_option_reaches_the_build(
+    project: Path, docker: FakeDocker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docker.define({"image": image_target()})
+    docker.registry("present")
+    monkeypatch.chdir(project)
+    assert cli.main(["build", "--assets-image", REPO, "--", "image"]) == 0
+    assert bake_runs(docker)[-1][-4:] == [
+        "--set", f"image.contexts.assets=docker-image://{REPO}:{digest_of(project / 'docker/assets.toml')}",
+        "--set", f"image.args.ASSET_DIGEST={digest_of(project / 'docker/assets.toml')}",
+    ]  # fmt: skip

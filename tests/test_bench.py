@@ -1,0 +1,163 @@
+"""``scripts/bench.py --smoke`` end to end: every measure lands in the JSON with sane numbers.
+
+No timing target is asserted: on a small file and a busy CI machine the ratios say
+little. Byte counts are asserted, since they do not depend on speed. The bench's
+progress and table go straight to the terminal, so CI logs show the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+MEASURES = [
+    "cold_fetch",
+    "interrupted",
+    "verify_overhead",
+    "warm_rebuild",
+    "base_bump",
+    "fresh_builder",
+    "entrypoint",
+]
+SECONDS = {
+    "cold_fetch": [
+        "limit_seconds",
+        "bake_seconds",
+        "aria2c_seconds",
+        "baseline_seconds",
+        "bake_default_seconds",
+    ],
+    "interrupted": ["bake_seconds", "baseline_seconds"],
+    "verify_overhead": ["bake_seconds", "transfer_only_seconds", "ratio"],
+    "warm_rebuild": ["cold_seconds", "warm_seconds"],
+    "base_bump": ["build_seconds", "push_seconds"],
+    "fresh_builder": ["publish_seconds", "seconds"],
+    "entrypoint": ["median_ms_entrypoint_true", "median_ms_true"],
+}
+ZERO_ASSET_BYTES = {
+    "warm rebuild, from the mirror": ("warm_rebuild", "warm_asset_bytes"),
+    "base bump, from the mirror": ("base_bump", "build_asset_bytes_from_mirror"),
+    "base bump, uploaded": ("base_bump", "asset_layer_bytes_uploaded"),
+    "publish, from the mirror": ("fresh_builder", "publish_asset_bytes_from_mirror"),
+    "fresh builder, from the origin": ("fresh_builder", "origin_asset_bytes"),
+}
+SAME_LAYER = {
+    "warm rebuild": ("warm_rebuild",),
+    "base bump": ("base_bump",),
+    "fresh builder": ("fresh_builder",),
+    "vLLM-style image": ("fresh_builder", "fleet"),
+}
+
+
+def _skip_or_fail(problem: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{problem} (CI=true: the smoke bench must run, never skip)", pytrace=False)
+    pytest.skip(problem)
+
+
+@pytest.fixture(scope="module")
+def report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Run the smoke bench once, its output on the terminal, and return its JSON."""
+    if os.geteuid() != 0:
+        _skip_or_fail("the bench starts a second dockerd: run it as root")
+    status = subprocess.run([str(REPO / "scripts/toolchain.sh"), "status"], capture_output=True, text=True)
+    if status.returncode != 0:
+        _skip_or_fail(
+            f"the Docker toolchain is not ready ({status.stderr.strip()}); run scripts/toolchain.sh up"
+        )
+    out = tmp_path_factory.mktemp("bench") / "bench.json"
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print("\n== scripts/bench.py --smoke", flush=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(REPO / "scripts/bench.py"), "--smoke", "--json", str(out)]
+        )
+        try:
+            returncode = proc.wait(timeout=900)
+        except subprocess.TimeoutExpired:
+            proc.terminate()  # on SIGTERM the bench stops the daemons it started
+            proc.wait(timeout=180)
+            pytest.fail("scripts/bench.py --smoke ran for more than 15 minutes; its output is above")
+    assert returncode == 0, "scripts/bench.py --smoke failed; its output is above"
+    return json.loads(out.read_text())
+
+
+pytestmark = pytest.mark.docker
+
+
+def test_the_smoke_profile_ran(report: dict) -> None:
+    assert (report["profile"], report["command"]) == ("smoke", "scripts/bench.py --smoke")
+
+
+@pytest.mark.parametrize("measure", MEASURES)
+def test_every_measure_is_reported(report: dict, measure: str) -> None:
+    assert measure in report["measures"]
+
+
+def test_every_measure_has_a_verdict(report: dict) -> None:
+    rows = report["targets"]
+    assert [row["measure"].split(". ", 1)[0] for row in rows] == [str(i) for i in range(1, 8)]
+    assert all(isinstance(row["met"], bool) and row["result"] and row["target"] for row in rows)
+
+
+@pytest.mark.parametrize(
+    ("measure", "key"), [(m, k) for m, keys in SECONDS.items() for k in keys], ids=lambda v: str(v)
+)
+def test_times_are_positive_and_finite(report: dict, measure: str, key: str) -> None:
+    assert 0 < report["measures"][measure][key] < 3600
+
+
+def test_the_physical_limit_is_connections_times_rate(report: dict) -> None:
+    cold = report["measures"]["cold_fetch"]
+    assert cold["limit_seconds"] == cold["size_bytes"] / (cold["connections"] * cold["rate_per_connection"])
+    assert cold["connections"] == 8
+
+
+def test_bake_resumes_an_interrupted_transfer_and_the_baseline_starts_over(report: dict) -> None:
+    cut = report["measures"]["interrupted"]
+    assert cut["baseline_runs"] == 2
+    assert 1.45 <= cut["baseline_ratio"] <= 1.55  # half the file, then all of it again
+    assert 1.0 <= cut["bake_ratio"] < cut["baseline_ratio"]
+
+
+def test_the_cold_build_fetched_the_file(report: dict) -> None:
+    measures = report["measures"]
+    assert measures["warm_rebuild"]["cold_asset_bytes"] >= measures["cold_fetch"]["size_bytes"]
+
+
+@pytest.mark.parametrize(("measure", "key"), ZERO_ASSET_BYTES.values(), ids=ZERO_ASSET_BYTES.keys())
+def test_reuse_moves_no_asset_bytes(report: dict, measure: str, key: str) -> None:
+    assert report["measures"][measure][key] == 0
+
+
+def test_the_first_push_did_upload_the_asset_layer(report: dict) -> None:
+    bump = report["measures"]["base_bump"]
+    assert bump["first_push_asset_layer_status"] == "Pushed"
+    assert bump["first_push_asset_layer_bytes"] > 0
+
+
+def test_the_vllm_style_image_pushes_no_asset_bytes(report: dict) -> None:
+    assert report["measures"]["fresh_builder"]["fleet"]["push_asset_layer_bytes_uploaded"] == 0
+
+
+@pytest.mark.parametrize("path", SAME_LAYER.values(), ids=SAME_LAYER.keys())
+def test_every_build_has_the_same_asset_layer(report: dict, path: tuple[str, ...]) -> None:
+    node = report["measures"]
+    for key in path:
+        node = node[key]
+    assert node["same_asset_layer"] is True
+
+
+def test_the_entrypoint_ran_as_often_as_the_profile_says(report: dict) -> None:
+    assert report["measures"]["entrypoint"]["runs"] == 20
+
+
+def test_the_machine_is_described(report: dict) -> None:
+    machine = report["machine"]
+    assert machine["nproc"] >= 1 and machine["memory_gib"] > 0 and machine["cpu"]
