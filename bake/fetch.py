@@ -1248,6 +1248,7 @@ class _Job:
         with self.lock:
             holes = self.done.holes(size) if size is not None else [(self.done.prefix(), None)]
         if not holes:
+            self.meta.size = size  # an empty file, or a partial complete before its size was saved
             return  # every byte is on disk already; verifying decides
         start, hole_end = holes[0]
         probe_end = (
