@@ -1263,9 +1263,13 @@ class _Job:
         transfer = _Transfer(self)
         self.net.register(transfer)
         client = _Http(self, transfer)
+        watchdog = self._watchdog(transfer)
         try:
             self.attempts += 1
-            resp, transfer.url = client.request(source, source.http_url, headers)
+            try:
+                resp, transfer.url = client.request(source, source.http_url, headers)
+            except _Aborted:
+                raise transfer.error from None  # the watchdog or Ctrl-C cut the connection
             etag = resp.getheader("ETag")
             if resp.status == 416:
                 client.close()
@@ -1318,8 +1322,24 @@ class _Job:
                 source=source,
             )
         finally:
+            if watchdog is not None:
+                watchdog.cancel()
             client.close()
             self.net.unregister(transfer)
+
+    def _watchdog(self, transfer: _Transfer) -> threading.Timer | None:
+        """Cut the transfer when the deadline passes: socket timeouts bound each recv, not a read.
+
+        A server that trickles bytes just faster than the stall timeout keeps
+        one buffered read (or one header line) going far past the deadline.
+        """
+        left = self.remaining()
+        if left is None:
+            return None
+        timer = threading.Timer(max(0.0, left), transfer.fail, args=(self.deadline_error("transferring"),))
+        timer.daemon = True
+        timer.start()
+        return timer
 
     def _probe_range(
         self, source: _Source, resp, start: int, probe_end: int | None, etag: str | None
