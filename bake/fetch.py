@@ -835,6 +835,8 @@ class _Job:
         self.from_zero = True  # every byte in the partial came from the current attempt series' clean start
         self.unsized = False  # the last body had no length to check, so an early close looked like its end
         self.waiting_logged = False
+        self.connections = self.options.connections  # for the current source; see _from_source
+        self.etag_splits: set[int] = set()  # attempts at this source whose connections saw other ETags
         self.t0 = time.monotonic()
         self.deadline: float | None = None
 
@@ -1121,6 +1123,8 @@ class _Job:
         """Retry one source until its bytes verify into the cache; raises DownloadError when it gives up."""
         idle_failures = 0
         step = 0
+        self.connections = self.options.connections
+        self.etag_splits = set()
         fresh_retry = False
         with self.lock:
             self.from_zero = not self.done.spans
@@ -1160,6 +1164,15 @@ class _Job:
                 if isinstance(exc, _Changed):
                     log.warning("%s: %s", self.asset.name, exc)
                     self._discard()
+                    if len(self.etag_splits) >= 2 and self.connections > 1:
+                        # Once is a file replaced mid-download; twice is a mirror whose nodes tag the
+                        # same bytes differently. One connection asks one node; the sha256 decides.
+                        log.warning(
+                            "%s: %s answers with a different ETag per connection; using one connection",
+                            self.asset.name,
+                            _redact(source.url),
+                        )
+                        self.connections = 1
                 if not exc.retryable:
                     raise
                 with self.lock:
@@ -1243,7 +1256,7 @@ class _Job:
 
     def _attempt(self, source: _Source) -> None:
         """One try at an HTTP source: probe with a ranged GET, then fill the holes over N connections."""
-        connections = self.options.connections
+        connections = self.connections
         size = self.meta.size if self.meta.size is not None else self.asset.size
         with self.lock:
             holes = self.done.holes(size) if size is not None else [(self.done.prefix(), None)]
@@ -1399,7 +1412,7 @@ class _Job:
         keeper.start()
         helpers: list[threading.Thread] = []
         if segmented:
-            extra = min(self.options.connections - 1, transfer.pending_pieces())
+            extra = min(self.connections - 1, transfer.pending_pieces())
             helpers = [
                 threading.Thread(target=self._helper, args=(transfer, source), name="bake-conn", daemon=True)
                 for _ in range(extra)
@@ -1480,6 +1493,8 @@ class _Job:
         etag = resp.getheader("ETag")
         if transfer.etag and etag and etag != transfer.etag:
             client.close()
+            with self.lock:
+                self.etag_splits.add(self.attempts)
             raise _Changed(
                 f"{_redact(source.url)} changed during the download (ETag {transfer.etag} -> {etag}); "
                 "starting over"
