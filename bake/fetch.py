@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from pathlib import Path, PurePosixPath
-from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 from bake import __version__
 from bake.cache import Cache, PartialState
@@ -160,15 +160,22 @@ def parse_mirrors(specs: Iterable[str]) -> tuple[tuple[str, str], ...]:
     for spec in specs:
         for item in spec.split():
             prefix, sep, replacement = item.partition("=")
+            # A mirror URL may carry a password: messages show it redacted.
+            shown = f"{prefix}={_redact(replacement)}" if sep else _redact(item)
             if not sep or not prefix or not replacement:
                 raise UsageError(
-                    f"mirror {item!r}: expected PREFIX=REPLACEMENT, for example "
+                    f"mirror {shown!r}: expected PREFIX=REPLACEMENT, for example "
                     "https://www.modelscope.cn/=https://mirror.internal/modelscope/"
                 )
-            scheme = urlsplit(replacement).scheme.lower()
+            try:
+                parts = urlsplit(replacement)
+                scheme = parts.scheme.lower()
+                parts.port  # noqa: B018 - the property raises for a port out of range
+            except ValueError as exc:
+                raise UsageError(f"mirror {shown!r}: the replacement is not a valid URL ({exc})") from None
             if scheme not in SCHEMES:
                 raise UsageError(
-                    f"mirror {item!r}: replacement {replacement!r} has scheme {scheme or 'none'!r}; "
+                    f"mirror {shown!r}: the replacement has scheme {scheme or 'none'!r}; "
                     "expected https://, http://, file:// or hf://"
                 )
             pairs.append((prefix, replacement))
@@ -187,10 +194,10 @@ def candidate_urls(asset: Asset, options: FetchOptions) -> list[str]:
         for prefix, replacement in options.mirrors:
             if url.startswith(prefix):
                 new = replacement + url[len(prefix) :]
-                check_url(
-                    new,
+                check_url(  # redacted: a message must not carry the mirror's password; host and scheme stay
+                    _redact(new),
                     allow_http=options.allow_http,
-                    where=f"asset {asset.name!r} (mirror {prefix}={replacement})",
+                    where=f"asset {asset.name!r} (mirror {prefix}={_redact(replacement)})",
                 )
                 rewritten.append(new)
         if not options.no_origin:
@@ -200,7 +207,7 @@ def candidate_urls(asset: Asset, options: FetchOptions) -> list[str]:
     if not urls:
         raise UsageError(
             f"asset {asset.name!r}: --no-origin is set and no mirror prefix matches its urls "
-            f"({', '.join(asset.urls)}); add a --mirror PREFIX=REPLACEMENT for one of them"
+            f"({', '.join(map(_redact, asset.urls))}); add a --mirror PREFIX=REPLACEMENT for one of them"
         )
     return urls
 
@@ -318,12 +325,24 @@ def _origin(url: str) -> tuple:
 
 
 def _redact(url: str) -> str:
-    """Drop a password from a URL before it reaches a message or a report."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    """Drop a password from a URL before it reaches a message or a report.
+
+    Plain string surgery, not urlsplit: it must also work on a URL too broken to parse.
+    """
+    scheme, sep, rest = url.partition("://")
+    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    userinfo, at, hostport = rest[:end].rpartition("@")
+    if not sep or not at or ":" not in userinfo:
         return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    return f"{scheme}://{userinfo.partition(':')[0]}:***@{hostport}{rest[end:]}"
+
+
+def _check_parsable(url: str) -> None:
+    """Raise DownloadError (not retried) for a URL urllib cannot take apart: a bad IPv6 literal or port."""
+    try:
+        urlsplit(url).port  # noqa: B018 - the property raises for a port out of range
+    except ValueError as exc:
+        raise DownloadError(f"{_redact(url)} is not a valid URL ({exc})", retryable=False) from None
 
 
 def _resolve(url: str, options: FetchOptions) -> _Source:
@@ -369,6 +388,7 @@ def _resolve_hf(url: str, options: FetchOptions) -> _Source:
         )
     except ValueError as exc:
         raise DownloadError(f"{url}: not a valid Hub file reference: {exc}", retryable=False) from None
+    _check_parsable(resolved)
     try:
         check_url(resolved, allow_http=options.allow_http, where=f"{url} (via HF_ENDPOINT)")
     except ManifestError as exc:
@@ -664,10 +684,11 @@ class _Http:
         redirect leads to. Raises DownloadError for everything else.
         """
         for _ in range(MAX_REDIRECTS + 1):
+            _check_parsable(url)  # a manifest URL, or a Location header: either may be malformed
             if urlsplit(url).scheme.lower() not in ("http", "https"):
                 raise DownloadError(f"redirected to {_redact(url)}, which is not http(s)", retryable=False)
             try:
-                check_url(url, allow_http=self.job.options.allow_http, where="redirect target")
+                check_url(_redact(url), allow_http=self.job.options.allow_http, where="redirect target")
             except ManifestError as exc:
                 raise DownloadError(str(exc), retryable=False) from None
             sent = {"User-Agent": _USER_AGENT, "Accept-Encoding": "identity", **headers}
@@ -684,7 +705,14 @@ class _Http:
                     raise DownloadError(
                         f"HTTP {resp.status} from {_redact(url)} without a Location header", retryable=True
                     )
-                url = urljoin(url, location)
+                try:
+                    url = urljoin(url, location)
+                except ValueError:
+                    raise DownloadError(
+                        f"HTTP {resp.status} from {_redact(url)} redirects to {_redact(location)!r}, "
+                        "which is not a valid URL",
+                        retryable=False,
+                    ) from None
                 continue
             if resp.status in (200, 206, 416):
                 return resp, url
