@@ -121,8 +121,12 @@ class Cache:
             "etag": state.etag,
             "done": [list(r) for r in state.done],
         }
-        tmp.write_text(json.dumps(doc), encoding="utf-8")
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps(doc), encoding="utf-8")
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a full disk leaves no torn temporary behind
+            raise
 
     def discard_partial(self, sha256: str) -> None:
         """Remove a partial and its progress file."""

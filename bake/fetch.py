@@ -229,11 +229,11 @@ def fetch_assets(
     if options.timeout <= 0 or (options.deadline is not None and options.deadline <= 0):
         raise UsageError("timeout and deadline must be positive numbers of seconds")
     plans = [(asset, candidate_urls(asset, options)) for asset in assets]
-    cache = Cache(options.cache_dir)
-    cache.ensure()
     net = _Net(options)
     if any(urlsplit(u).scheme.lower() in ("https", "hf") for _, urls in plans for u in urls):
-        net.ssl_context()  # a bad CA bundle is a usage error, reported before any transfer
+        net.ssl_context()  # a bad CA bundle is a usage error, reported before anything is made
+    cache = Cache(options.cache_dir)
+    cache.ensure()
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     jobs = [_Job(asset, urls, dest, cache, net, progress or Progress()) for asset, urls in plans]
