@@ -1,6 +1,6 @@
 """The asset layer is reproducible: same diff-ID after a --no-cache rebuild and on another base.
 
-The asset layer is the one `COPY --link --from=asset-source / /` adds: the first layer of the
+The asset layer is the one `COPY --link --from=assets / /` adds: the first layer of the
 image that its base image does not have. These are the suite's only builds of the image.
 """
 
