@@ -33,7 +33,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-CHUNK = 64 * 1024
+KIB = 1024
+CHUNK = 64 * KIB
 _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
 _FLIP = bytes(range(255, -1, -1))
 
@@ -50,6 +51,7 @@ class Fault:
     location: str = ""
     data: bytes = b""
     delta: int = 0
+    rate: float = 0.0
 
 
 def ok() -> Fault:
@@ -110,6 +112,31 @@ def replace(offset: int, data: bytes) -> Fault:
 def redirect(location: str, status: int = 302) -> Fault:
     """Redirect this request to ``location``."""
     return Fault("redirect", status=status, location=location)
+
+
+def flip(offset: int) -> Fault:
+    """Serve the right length with only the file's byte at ``offset`` changed (if this response covers it)."""
+    return Fault("flip", offset=offset)
+
+
+def hang(seconds: float) -> Fault:
+    """Read the request, then send nothing at all (not even a status line) for ``seconds`` and close."""
+    return Fault("hang", seconds=seconds)
+
+
+def garbage() -> Fault:
+    """Answer with a line that is not HTTP, then close."""
+    return Fault("garbage")
+
+
+def trickle(rate: float) -> Fault:
+    """Serve this response at ``rate`` bytes/s in 1 KiB writes: never silent for long, yet slow."""
+    return Fault("trickle", rate=rate)
+
+
+def etag_flap() -> Fault:
+    """Serve the right bytes under a one-off ETag, as a CDN whose nodes disagree about the validator."""
+    return Fault("etag_flap")
 
 
 class _Abort(Exception):
@@ -181,6 +208,17 @@ class Mirror:
             self.files[path] = _File(
                 data, None, f'"{hashlib.sha256(data).hexdigest()[:16]}-{time.monotonic_ns()}"'
             )
+
+    def remove(self, path: str) -> None:
+        """Stop serving ``path`` (its pending faults go too)."""
+        with self.lock:
+            self.files.pop(path, None)
+            self.faults.pop(path, None)
+
+    def pending(self, path: str) -> int:
+        """How many scripted faults for ``path`` no request has met yet."""
+        with self.lock:
+            return len(self.faults.get(path, ()))
 
     def script(self, path: str, *faults: Fault) -> None:
         """Queue faults for the next requests to ``path``, one per request; then it serves normally."""
@@ -366,6 +404,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._simple(path, 302, {"Location": mirror.redirects[path]})
             return
         fault = mirror._next_fault(path)
+        if fault.kind == "hang":
+            self._record(path, 0)
+            mirror.stopping.wait(fault.seconds)
+            raise _Abort()
+        if fault.kind == "garbage":
+            self._record(path, 0)
+            self.wfile.write(b"SSH-2.0-not-http\r\n\r\n")
+            self.connection.shutdown(socket.SHUT_WR)
+            raise _Abort()
         if fault.kind == "status":
             extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
             self._simple(path, fault.status, extra, b"scripted failure")
@@ -394,7 +441,10 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.kind != "no_length":
             lie = fault.delta if fault.kind == "length_lie" else 0
             self.send_header("Content-Length", str(end - start + lie))
-        self.send_header("ETag", entry.etag)
+        etag = entry.etag
+        if fault.kind == "etag_flap":
+            etag = f'{etag[:-1]}-flap{time.monotonic_ns()}"'
+        self.send_header("ETag", etag)
         if mirror.ranges:
             self.send_header("Accept-Ranges", "bytes")
         if status == 206:
@@ -423,11 +473,14 @@ class _Handler(BaseHTTPRequestHandler):
                     mirror._doomed.discard(self)
                 if doomed:
                     self._reset()
-                n = min(CHUNK, min(end, limit) - pos)
+                n = min(KIB if fault.kind == "trickle" else CHUNK, min(end, limit) - pos)
                 block = entry.read(pos, n)
                 if fault.kind == "wrong_bytes":
                     block = block.translate(_FLIP)
-                self._throttle(len(block))
+                elif fault.kind == "flip" and pos <= fault.offset < pos + len(block):
+                    i = fault.offset - pos
+                    block = block[:i] + block[i : i + 1].translate(_FLIP) + block[i + 1 :]
+                self._throttle(len(block), fault.rate or None)
                 self.wfile.write(block)
                 pos += len(block)
                 self._count(path, len(block), size)
@@ -456,8 +509,8 @@ class _Handler(BaseHTTPRequestHandler):
                 del mirror.drops[path]  # once
                 mirror._doomed.update(mirror._senders[path])
 
-    def _throttle(self, n: int) -> None:
-        rate = self.mirror.rate
+    def _throttle(self, n: int, rate: float | None = None) -> None:
+        rate = rate or self.mirror.rate
         if not rate:
             return
         now = time.monotonic()
