@@ -211,20 +211,18 @@ _served() { # $1 dir, $2 kind: succeed when every baked file is in dir (s3tokeni
 	done
 }
 
-_entries() { # $1 dir: sets _n to its entries, hidden ones included
-	_n=
+# A directory's entries are walked by glob, hidden ones included, never kept in a
+# newline-separated list: a user's file name may hold any character.
+_only_links() { # $1 dir, $2 kind: succeed when every entry links to the baked file of its name
 	set +f
 	for _e in "$1"/* "$1"/.[!.]* "$1"/..?*; do
-		if [ -e "$_e" ] || [ -L "$_e" ]; then _n=$_n$nl$_e; fi
+		{ [ -e "$_e" ] || [ -L "$_e" ]; } || continue
+		if [ ! -L "$_e" ] || [ ! "$_e" -ef "$_assets/$2/${_e##*/}" ]; then
+			set -f
+			return 1
+		fi
 	done
 	set -f
-}
-
-_only_links() { # $1 dir, $2 kind: succeed when every entry links to the baked file of its name
-	_entries "$1"
-	for _e in $_n; do
-		if [ ! -L "$_e" ] || [ ! "$_e" -ef "$_assets/$2/${_e##*/}" ]; then return 1; fi
-	done
 }
 
 _link() { # $1 dir, then targets: link each target whose name dir lacks
@@ -232,6 +230,7 @@ _link() { # $1 dir, then targets: link each target whose name dir lacks
 	shift
 	for _e in "$@"; do
 		shift
+		{ [ -e "$_e" ] || [ -L "$_e" ]; } || continue # an unmatched glob
 		[ -e "$_ld/${_e##*/}" ] || [ -L "$_ld/${_e##*/}" ] || set -- "$@" "$_e"
 	done
 	[ $# -eq 0 ] || ln -s -- "$@" "$_ld/" 2>/dev/null || :
@@ -320,11 +319,12 @@ _describe() { # $1 code from _serve: sets _seen to what was found
 }
 
 _fill() { # $1 job-local dir, $2 kind, $3 data dir or empty: repair, link the baked files, then the data's entries
-	_entries "$1"
-	_stale=
-	for _e in $_n; do
-		if [ -L "$_e" ] && [ ! -e "$_e" ]; then _stale=$_stale$nl$_e; fi
+	set +f
+	for _e in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+		if [ -L "$_e" ] && [ ! -e "$_e" ]; then rm -f -- "$_e" 2>/dev/null || :; fi
 	done
+	set -f
+	_stale=
 	_names "$2"
 	for _e in $_n; do
 		if { [ -e "$1/$_e" ] || [ -L "$1/$_e" ]; } && [ ! "$1/$_e" -ef "$_assets/$2/$_e" ]; then
@@ -334,10 +334,15 @@ _fill() { # $1 job-local dir, $2 kind, $3 data dir or empty: repair, link the ba
 	# shellcheck disable=SC2086 # newline-separated lists; IFS is newline
 	[ -z "$_stale" ] || rm -f -- $_stale 2>/dev/null || :
 	_baked "$2"
-	_b=$_n _n=''
-	[ -z "$3" ] || _entries "$3"
-	# shellcheck disable=SC2086
-	_link "$1" $_b $_n
+	_from=$3
+	# shellcheck disable=SC2086 # newline-separated list of baked paths; IFS is newline
+	set -- "$1" $_n
+	if [ -n "$_from" ]; then
+		set +f
+		set -- "$@" "$_from"/* "$_from"/.[!.]* "$_from"/..?*
+		set -f
+	fi
+	_link "$@"
 }
 
 _job_local() { # $1 kind, $2 path under the job dir, $3 data dir or empty: succeed when it serves

@@ -257,9 +257,12 @@ def consumer_dir(location: str, env: dict[str, str], cwd: Path) -> Path:
 
 
 def fill_data(directory: Path, location: str) -> None:
-    """User data: a file, a hidden file, a nested file and, for tiktoken, a bad copy under a baked name."""
+    """User data: a file, a hidden file, a nested file, names with a newline and glob characters and,
+    for tiktoken, a bad copy under a baked name."""
     directory.mkdir(parents=True)
     (directory / "user-file.bin").write_bytes(b"user bytes")
+    (directory / "two\nlines").write_bytes(b"newline in the name")
+    (directory / "star*[x]?").write_bytes(b"glob characters in the name")
     (directory / ".lock").write_bytes(b"")
     (directory / "sub").mkdir()
     (directory / "sub" / "nested").write_bytes(b"nested")

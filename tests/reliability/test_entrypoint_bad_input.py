@@ -191,11 +191,6 @@ def test_stdin_reaches_the_job(image: str) -> None:
     assert proc.stdout == payload
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="scripts/entrypoint.sh keeps entry lists newline-separated: a data entry named 'two\\nlines' "
-    "becomes a dangling link 'two' and a self-link 'lines' in the job-local view, and is itself missing",
-)
 def test_job_local_view_links_a_data_entry_whose_name_holds_a_newline(run: Run, tmp_path: Path) -> None:
     (tmp_path / "rs").mkdir()
     (tmp_path / "rs" / "two\nlines").write_bytes(b"user data\n")
