@@ -171,7 +171,6 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         raise UsageError("--no-origin needs at least one --mirror (or BAKE_MIRRORS); nothing could be tried")
     if args.dest.exists() and not args.dest.is_dir():
         raise UsageError(f"--dest {args.dest}: exists and is not a directory")
-    args.dest.mkdir(parents=True, exist_ok=True)
     sink = None if args.quiet else progress.make_progress(sys.stderr)
     try:
         records = fetch.fetch_assets(assets, args.dest, options, sink)

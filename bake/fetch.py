@@ -37,7 +37,7 @@ from bake import __version__
 from bake.cache import Cache, PartialState
 from bake.errors import ChecksumMismatch, DownloadError, FetchError, ManifestError, NoSpaceError, UsageError
 from bake.hashes import sha256_file
-from bake.manifest import SCHEMES, Asset, check_url
+from bake.manifest import SCHEMES, Asset, check_url, redact_url
 from bake.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -161,7 +161,7 @@ def parse_mirrors(specs: Iterable[str]) -> tuple[tuple[str, str], ...]:
         for item in spec.split():
             prefix, sep, replacement = item.partition("=")
             # A mirror URL may carry a password: messages show it redacted.
-            shown = f"{prefix}={_redact(replacement)}" if sep else _redact(item)
+            shown = f"{prefix}={redact_url(replacement)}" if sep else redact_url(item)
             if not sep or not prefix or not replacement:
                 raise UsageError(
                     f"mirror {shown!r}: expected PREFIX=REPLACEMENT, for example "
@@ -194,10 +194,10 @@ def candidate_urls(asset: Asset, options: FetchOptions) -> list[str]:
         for prefix, replacement in options.mirrors:
             if url.startswith(prefix):
                 new = replacement + url[len(prefix) :]
-                check_url(  # redacted: a message must not carry the mirror's password; host and scheme stay
-                    _redact(new),
+                check_url(
+                    new,
                     allow_http=options.allow_http,
-                    where=f"asset {asset.name!r} (mirror {prefix}={_redact(replacement)})",
+                    where=f"asset {asset.name!r} (mirror {prefix}={redact_url(replacement)})",
                 )
                 rewritten.append(new)
         if not options.no_origin:
@@ -207,7 +207,7 @@ def candidate_urls(asset: Asset, options: FetchOptions) -> list[str]:
     if not urls:
         raise UsageError(
             f"asset {asset.name!r}: --no-origin is set and no mirror prefix matches its urls "
-            f"({', '.join(map(_redact, asset.urls))}); add a --mirror PREFIX=REPLACEMENT for one of them"
+            f"({', '.join(map(redact_url, asset.urls))}); add a --mirror PREFIX=REPLACEMENT for one of them"
         )
     return urls
 
@@ -324,27 +324,6 @@ def _origin(url: str) -> tuple:
     return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
 
 
-def _redact(url: str) -> str:
-    """Drop a password from a URL before it reaches a message or a report.
-
-    Plain string surgery, not urlsplit: it must also work on a URL too broken to parse.
-    """
-    scheme, sep, rest = url.partition("://")
-    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
-    userinfo, at, hostport = rest[:end].rpartition("@")
-    if not sep or not at or ":" not in userinfo:
-        return url
-    return f"{scheme}://{userinfo.partition(':')[0]}:***@{hostport}{rest[end:]}"
-
-
-def _check_parsable(url: str) -> None:
-    """Raise DownloadError (not retried) for a URL urllib cannot take apart: a bad IPv6 literal or port."""
-    try:
-        urlsplit(url).port  # noqa: B018 - the property raises for a port out of range
-    except ValueError as exc:
-        raise DownloadError(f"{_redact(url)} is not a valid URL ({exc})", retryable=False) from None
-
-
 def _resolve(url: str, options: FetchOptions) -> _Source:
     scheme = urlsplit(url).scheme.lower()
     if scheme == "file":
@@ -388,7 +367,6 @@ def _resolve_hf(url: str, options: FetchOptions) -> _Source:
         )
     except ValueError as exc:
         raise DownloadError(f"{url}: not a valid Hub file reference: {exc}", retryable=False) from None
-    _check_parsable(resolved)
     try:
         check_url(resolved, allow_http=options.allow_http, where=f"{url} (via HF_ENDPOINT)")
     except ManifestError as exc:
@@ -684,32 +662,32 @@ class _Http:
         redirect leads to. Raises DownloadError for everything else.
         """
         for _ in range(MAX_REDIRECTS + 1):
-            _check_parsable(url)  # a manifest URL, or a Location header: either may be malformed
-            if urlsplit(url).scheme.lower() not in ("http", "https"):
-                raise DownloadError(f"redirected to {_redact(url)}, which is not http(s)", retryable=False)
-            try:
-                check_url(_redact(url), allow_http=self.job.options.allow_http, where="redirect target")
+            try:  # a manifest URL, or a Location header: either may be malformed
+                check_url(url, allow_http=self.job.options.allow_http, where="redirect target")
             except ManifestError as exc:
                 raise DownloadError(str(exc), retryable=False) from None
+            if urlsplit(url).scheme.lower() not in ("http", "https"):
+                raise DownloadError(f"redirected to {redact_url(url)}, which is not http(s)", retryable=False)
             sent = {"User-Agent": _USER_AGENT, "Accept-Encoding": "identity", **headers}
             if source.auth and _origin(url) == source.auth_origin:
                 sent.update(source.auth)
             try:
                 resp = self._send(url, sent)
             except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected) as exc:
-                raise DownloadError(f"cannot get {_redact(url)}: {_describe(exc)}", retryable=True) from None
+                shown = redact_url(url)
+                raise DownloadError(f"cannot get {shown}: {_describe(exc)}", retryable=True) from None
             if resp.status in _REDIRECTS:
                 location = resp.getheader("Location")
                 self._drain(resp)
                 if not location:
                     raise DownloadError(
-                        f"HTTP {resp.status} from {_redact(url)} without a Location header", retryable=True
+                        f"HTTP {resp.status} from {redact_url(url)} without a Location header", retryable=True
                     )
                 try:
                     url = urljoin(url, location)
                 except ValueError:
                     raise DownloadError(
-                        f"HTTP {resp.status} from {_redact(url)} redirects to {_redact(location)!r}, "
+                        f"HTTP {resp.status} from {redact_url(url)} redirects to {redact_url(location)!r}, "
                         "which is not a valid URL",
                         retryable=False,
                     ) from None
@@ -719,7 +697,7 @@ class _Http:
             self.close()
             raise _status_error(resp, url)
         raise DownloadError(
-            f"more than {MAX_REDIRECTS} redirects starting at {_redact(source.url)}", retryable=False
+            f"more than {MAX_REDIRECTS} redirects starting at {redact_url(source.url)}", retryable=False
         )
 
     def _drain(self, resp: http.client.HTTPResponse) -> None:
@@ -776,7 +754,7 @@ class _Http:
             raise
         except (OSError, http.client.HTTPException) as exc:
             self.close()
-            raise DownloadError(f"cannot get {_redact(url)}: {_describe(exc)}", retryable=True) from None
+            raise DownloadError(f"cannot get {redact_url(url)}: {_describe(exc)}", retryable=True) from None
         with self.job.lock:
             self.job.requests += 1
         return resp
@@ -831,7 +809,7 @@ def _status_error(resp: http.client.HTTPResponse, url: str) -> _HttpStatus:
     }
     hint = hints.get(status, "server error" if retryable else "refused (not retried)")
     return _HttpStatus(
-        f"HTTP {status} {resp.reason} from {_redact(url)}: {hint}",
+        f"HTTP {status} {resp.reason} from {redact_url(url)}: {hint}",
         status=status,
         retryable=retryable,
         retry_after=_retry_after(resp.getheader("Retry-After")),
@@ -957,7 +935,7 @@ class _Job:
         return FetchRecord(
             name=self.asset.name,
             path=self.asset.path,
-            source=_redact(source),
+            source=redact_url(source),
             bytes=self.bytes,
             size=size,
             seconds=time.monotonic() - self.t0,
@@ -1096,7 +1074,7 @@ class _Job:
                     errors.append((url, exc))
                     break
                 except DownloadError as exc:
-                    log.warning("%s: %s: %s", self.asset.name, _redact(url), exc)
+                    log.warning("%s: %s: %s", self.asset.name, redact_url(url), exc)
                     errors.append((url, exc))
         finally:
             if self.fd is not None:
@@ -1104,7 +1082,7 @@ class _Job:
                 self.fd = None
                 if not self.done.spans:
                     self.cache.discard_partial(self.asset.sha256)  # nothing worth resuming
-        tried = "\n".join(f"  - {_redact(url)}: {exc}" for url, exc in errors)
+        tried = "\n".join(f"  - {redact_url(url)}: {exc}" for url, exc in errors)
         raise FetchError(
             f"asset {self.asset.name!r} ({self.asset.path}, sha256 {self.asset.sha256}) "
             f"could not be fetched; tried {len(errors)} source(s):\n{tried}\n"
@@ -1158,7 +1136,7 @@ class _Job:
             self.from_zero = not self.done.spans
         while True:
             if self.remaining() is not None and self.remaining() <= 0:
-                raise self.deadline_error(f"trying {_redact(source.url)}")
+                raise self.deadline_error(f"trying {redact_url(source.url)}")
             with self.lock:
                 before = self.done.total()
             self.unsized = False
@@ -1198,7 +1176,7 @@ class _Job:
                         log.warning(
                             "%s: %s answers with a different ETag per connection; using one connection",
                             self.asset.name,
-                            _redact(source.url),
+                            redact_url(source.url),
                         )
                         self.connections = 1
                 if not exc.retryable:
@@ -1224,14 +1202,14 @@ class _Job:
                         retryable=False,
                     ) from None
                 log.warning(
-                    "%s: %s: %s; retrying in %.1f s", self.asset.name, _redact(source.url), exc, delay
+                    "%s: %s: %s; retrying in %.1f s", self.asset.name, redact_url(source.url), exc, delay
                 )
-                self.sleep(delay, f"waiting to retry {_redact(source.url)}")
+                self.sleep(delay, f"waiting to retry {redact_url(source.url)}")
 
     def _check_size(self, source: _Source, total: int, *, retryable: bool = True) -> None:
         if self.asset.size is not None and total != self.asset.size:
             raise DownloadError(
-                f"{_redact(source.url)} serves {total} bytes; the manifest says {self.asset.size}",
+                f"{redact_url(source.url)} serves {total} bytes; the manifest says {self.asset.size}",
                 retryable=retryable,
             )
 
@@ -1265,7 +1243,7 @@ class _Job:
             fin = open(source.path, "rb")  # noqa: SIM115 - the open error and the copy's errors differ
         except OSError as exc:
             raise DownloadError(
-                f"{_redact(source.url)}: cannot read it ({exc.strerror or exc})", retryable=False
+                f"{redact_url(source.url)}: cannot read it ({exc.strerror or exc})", retryable=False
             ) from None
         self.requests += 1  # a read from a source, like an HTTP request
         with fin:
@@ -1320,7 +1298,7 @@ class _Job:
                     self.meta = PartialState(size=0, url=source.url, etag=etag)
                     return
                 raise _Changed(
-                    f"{_redact(source.url)} cannot serve bytes from {start} (HTTP 416, size {total}); "
+                    f"{redact_url(source.url)} cannot serve bytes from {start} (HTTP 416, size {total}); "
                     "the file changed, starting over"
                 )
             if resp.status == 206:
@@ -1339,7 +1317,7 @@ class _Job:
                     log.info(
                         "%s: %s answered the resume with the whole file; starting from zero",
                         self.asset.name,
-                        _redact(source.url),
+                        redact_url(source.url),
                     )
                     self._discard()
                 claim = _Claim(0, total)
@@ -1391,7 +1369,8 @@ class _Job:
         if first != start or total is None or last != expected_last:
             asked = f"{start}-{'' if probe_end is None else probe_end - 1}"
             raise DownloadError(
-                f"{_redact(source.url)} answered Range bytes={asked} with 206 and Content-Range {header!r}; "
+                f"{redact_url(source.url)} answered Range bytes={asked} "
+                f"with 206 and Content-Range {header!r}; "
                 f"expected bytes {start}-{expected_last}/<size>",
                 retryable=True,
             )
@@ -1402,11 +1381,12 @@ class _Job:
         same_url = self.meta.url == source.url
         if self.meta.size is not None and total != self.meta.size:
             raise _Changed(
-                f"{_redact(source.url)} now serves {total} bytes, the partial was for "
+                f"{redact_url(source.url)} now serves {total} bytes, the partial was for "
                 f"{self.meta.size}; starting over"
             )
         if same_url and self.meta.etag and etag and etag != self.meta.etag:
-            raise _Changed(f"{_redact(source.url)} changed (ETag {self.meta.etag} -> {etag}); starting over")
+            shown = redact_url(source.url)
+            raise _Changed(f"{shown} changed (ETag {self.meta.etag} -> {etag}); starting over")
         return _Claim(start, last + 1), total
 
     def _reader(self, client: _Http, resp: http.client.HTTPResponse) -> Callable[[memoryview], int]:
@@ -1514,7 +1494,7 @@ class _Job:
         if resp.status != 206 or (first, last, total) != (start, end - 1, transfer.size):
             client.close()
             raise DownloadError(
-                f"{_redact(transfer.url)} answered Range bytes={start}-{end - 1} with HTTP {resp.status} "
+                f"{redact_url(transfer.url)} answered Range bytes={start}-{end - 1} with HTTP {resp.status} "
                 f"and Content-Range {header!r}; expected 206 bytes {start}-{end - 1}/{transfer.size}",
                 retryable=True,
             )
@@ -1524,7 +1504,7 @@ class _Job:
             with self.lock:
                 self.etag_splits.add(self.attempts)
             raise _Changed(
-                f"{_redact(source.url)} changed during the download (ETag {transfer.etag} -> {etag}); "
+                f"{redact_url(source.url)} changed during the download (ETag {transfer.etag} -> {etag}); "
                 "starting over"
             )
         return resp
@@ -1584,7 +1564,7 @@ class _Job:
         self.hasher.catch_up(self.fd, size)
         digest = self.hasher.sha.hexdigest()
         if digest != self.asset.sha256:
-            raise ChecksumMismatch(self.asset.sha256, digest, _redact(source.url), asset=self.asset.name)
+            raise ChecksumMismatch(self.asset.sha256, digest, redact_url(source.url), asset=self.asset.name)
         os.close(self.fd)
         self.fd = None
         self.cache.commit(self.asset.sha256)

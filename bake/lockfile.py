@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from bake.errors import UsageError, VerifyError
+from bake.errors import FetchError, NoSpaceError, UsageError, VerifyError
 from bake.hashes import sha256_file
 from bake.manifest import Asset, manifest_digest
 
@@ -28,8 +30,8 @@ class LockedFile:
     sha256: str
 
 
-def _write_atomic(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` by stage, fsync, rename, fsync the directory."""
+def _stage(target: Path, data: bytes) -> Path:
+    """Write ``data`` to a staging file next to ``target``, fsynced; return its path."""
     fd, staging = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".bake-tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -37,11 +39,38 @@ def _write_atomic(target: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(staging, 0o644)
-        os.replace(staging, target)
     except BaseException:
         Path(staging).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(target.parent, os.O_RDONLY)
+    return Path(staging)
+
+
+def _install_together(files: dict[Path, bytes]) -> None:
+    """Stage every file, and only when all are on disk rename them into place and fsync the directory.
+
+    Either every target is replaced or none is. Raises NoSpaceError when the
+    disk is full, FetchError for any other write failure.
+    """
+    staged: dict[Path, Path] = {}
+    try:
+        for target, data in files.items():
+            staged[target] = _stage(target, data)
+        for target, staging in staged.items():
+            os.replace(staging, target)
+    except OSError as exc:
+        for staging in staged.values():
+            staging.unlink(missing_ok=True)
+        names = ", ".join(t.name for t in files)
+        if exc.errno == errno.ENOSPC:
+            root = next(iter(files)).parent
+            need = sum(len(d) for d in files.values())
+            raise NoSpaceError(
+                f"{root}: no space left to write {names}: need {need} bytes, "
+                f"{shutil.disk_usage(root).free} available; free space there and rerun "
+                "(the verified assets are already in place)"
+            ) from None
+        raise FetchError(f"{names}: cannot write them: {exc.strerror or exc}") from None
+    dir_fd = os.open(next(iter(files)).parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
@@ -69,8 +98,7 @@ def write_index(dest: Path, assets: list[Asset]) -> None:
     sizes = {a.path: (dest / a.path).stat().st_size for a in assets}
     sums = "".join(f"{a.sha256}  {a.path}\n" for a in sorted(assets, key=lambda a: a.path))
     lock = json.dumps(lock_document(assets, sizes), indent=2, sort_keys=True) + "\n"
-    _write_atomic(dest / SUMS_NAME, sums.encode())
-    _write_atomic(dest / LOCK_NAME, lock.encode())
+    _install_together({dest / SUMS_NAME: sums.encode(), dest / LOCK_NAME: lock.encode()})
 
 
 def read_lock(dest: Path) -> list[LockedFile]:

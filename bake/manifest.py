@@ -50,27 +50,46 @@ def is_loopback_host(host: str | None) -> bool:
         return False
 
 
-def check_url(url: str, *, allow_http: bool, where: str) -> None:
-    """Raise ManifestError unless ``url`` has an allowed scheme.
+def redact_url(url: str) -> str:
+    """Return ``url`` with any password replaced by ``***``, for messages and reports.
 
-    ``where`` names the asset (or option) in the message.
+    Plain string surgery, not urlsplit: it must also work on a URL too broken to parse.
     """
-    parts = urlsplit(url)
+    scheme, sep, rest = url.partition("://")
+    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    userinfo, at, hostport = rest[:end].rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return url
+    return f"{scheme}://{userinfo.partition(':')[0]}:***@{hostport}{rest[end:]}"
+
+
+def check_url(url: str, *, allow_http: bool, where: str) -> None:
+    """Raise ManifestError unless ``url`` parses and has an allowed scheme.
+
+    ``where`` names the asset (or option) in the message; a password in the
+    URL never reaches it.
+    """
+    shown = redact_url(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - the property raises for a port out of range
+    except ValueError as exc:
+        raise ManifestError(f"{where}: url {shown!r} is not a valid URL ({exc})") from None
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
         raise ManifestError(
-            f"{where}: url {url!r} has scheme {scheme or 'none'!r}; expected one of "
+            f"{where}: url {shown!r} has scheme {scheme or 'none'!r}; expected one of "
             "https://, http:// (loopback only), file:// or hf://ORG/REPO[@REV]/PATH"
         )
     if scheme == "http" and not allow_http and not is_loopback_host(parts.hostname):
         raise ManifestError(
-            f"{where}: url {url!r} is plain http to a non-loopback host; "
+            f"{where}: url {shown!r} is plain http to a non-loopback host; "
             "use https, or pass --allow-http if this network is trusted"
         )
     if scheme == "hf" and len([p for p in (parts.netloc + parts.path).split("/") if p]) < 3:
-        raise ManifestError(f"{where}: url {url!r} must look like hf://ORG/REPO[@REVISION]/PATH")
+        raise ManifestError(f"{where}: url {shown!r} must look like hf://ORG/REPO[@REVISION]/PATH")
     if scheme in ("https", "http") and not parts.hostname:
-        raise ManifestError(f"{where}: url {url!r} has no host")
+        raise ManifestError(f"{where}: url {shown!r} has no host")
 
 
 def _check_path(path: object, where: str) -> str:

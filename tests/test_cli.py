@@ -102,6 +102,15 @@ def test_fetch_of_a_lying_source_exits_3_and_leaves_nothing(source: dict) -> Non
     assert (dest / "data/one.bin").read_bytes() == source["files"]["one"], "good assets still land"
 
 
+def test_fetch_with_an_unreadable_ca_bundle_exits_2_and_makes_nothing(source: dict) -> None:
+    source["manifest"].write_text(source["manifest"].read_text().replace("file://", "https://x.invalid/"))
+    result = fetch(source, "--ca-bundle", str(source["tmp"] / "missing.pem"))
+    assert result.returncode == 2, result.stderr
+    assert "missing.pem" in result.stderr
+    assert not (source["tmp"] / "dest").exists()
+    assert not (source["tmp"] / "cache").exists()
+
+
 def test_fetch_bad_manifest_exits_2(source: dict) -> None:
     source["manifest"].write_text('[[asset]]\nname = "x"\npath = "../x"\nsha256 = "00"\nurls = []\n')
     result = fetch(source)

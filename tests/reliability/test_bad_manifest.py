@@ -96,23 +96,17 @@ CASES: dict[str, tuple[str, str]] = {
 }
 
 
-# Known gaps in bake/manifest.py, which validates URLs by host and scheme only.
+# URLs that urllib cannot take apart: refused while the manifest is read.
 MALFORMED_URLS = [
     pytest.param(
         bad(urls=["http://[::1/bad.bin"]),
         "'bad'",
         id="url-broken-ipv6-literal",
-        marks=pytest.mark.xfail(
-            strict=True, reason="manifest.check_url: urlsplit's ValueError is a traceback"
-        ),
     ),
     pytest.param(
         bad(urls=["http://127.0.0.1:99999/bad.bin"]),
         "'bad'",
         id="url-port-out-of-range",
-        marks=pytest.mark.xfail(
-            strict=True, reason="manifest.check_url accepts it; the fetch refuses it later (exit 3, not 2)"
-        ),
     ),
 ]
 

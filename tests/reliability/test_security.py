@@ -204,13 +204,7 @@ SECRET_CASES = [
     pytest.param("mirror-password-plain-http-refused", 2),
     pytest.param("mirror-password-bad-port", 2),
     pytest.param("mirror-password-bad-scheme", 2),
-    pytest.param(
-        "manifest-url-password-refused",
-        2,
-        marks=pytest.mark.xfail(
-            strict=True, reason="manifest.check_url prints a refused URL with its password (bake/manifest.py)"
-        ),
-    ),
+    pytest.param("manifest-url-password-refused", 2),
 ]
 
 
