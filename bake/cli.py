@@ -225,6 +225,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_findings(findings: list, bad_label: str, consumers: str) -> list:
+    """Print one line per finding on stdout; return the findings that are not ok."""
+    for f in findings:
+        print(f"{'ok' if f.ok else bad_label}  {f.consumer}  {f.asset}: {f.detail}")
+    if not findings:
+        print(f"bake: no consumer package ({consumers}) is installed; nothing to check")
+    return [f for f in findings if not f.ok]
+
+
 def cmd_manifest(args: argparse.Namespace) -> int:
     from bake import consumers
 
@@ -240,11 +249,7 @@ def cmd_manifest(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
         return 0
     findings = consumers.check_manifest(assets)
-    for f in findings:
-        print(f"{'ok' if f.ok else 'MISMATCH'}  {f.consumer}  {f.asset}: {f.detail}")
-    if not findings:
-        print("bake: no consumer package (s3tokenizer, tiktoken) is installed; nothing to compare")
-    bad = [f for f in findings if not f.ok]
+    bad = _print_findings(findings, "MISMATCH", "s3tokenizer, tiktoken")
     if bad:
         raise UsageError(
             f"{len(bad)} manifest entr{'y' if len(bad) == 1 else 'ies'} disagree with the installed "
@@ -258,13 +263,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     root = _assets_root(args.assets)
     findings = consumers.doctor(root, lockfile.read_lock(root))
-    for f in findings:
-        print(f"{'ok' if f.ok else 'WOULD DOWNLOAD'}  {f.consumer}  {f.asset}: {f.detail}")
-    if not findings:
-        print(
-            "bake: no consumer package (s3tokenizer, openai-harmony, tiktoken) is installed; nothing to check"
-        )
-    bad = [f for f in findings if not f.ok]
+    bad = _print_findings(findings, "WOULD DOWNLOAD", "s3tokenizer, openai-harmony, tiktoken")
     if bad:
         raise FetchError(
             f"{len(bad)} consumer lookup(s) would trigger a download; run the job through bake-entrypoint, "
