@@ -10,7 +10,6 @@ destination through a staging file next to the target and an atomic rename.
 
 from __future__ import annotations
 
-import base64
 import concurrent.futures
 import contextlib
 import errno
@@ -20,25 +19,47 @@ import itertools
 import logging
 import os
 import random
-import re
 import socket
 import ssl
 import stat
 import threading
 import time
-import urllib.request
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import urlsplit
 
-from bake import __version__
 from bake.cache import Cache, PartialState
-from bake.errors import ChecksumMismatch, DownloadError, FetchError, ManifestError, NoSpaceError, UsageError
+from bake.errors import ChecksumMismatch, DownloadError, FetchError, NoSpaceError, UsageError
 from bake.hashes import sha256_file
-from bake.manifest import SCHEMES, Asset, check_url, redact_url
+from bake.manifest import Asset, redact_url
 from bake.progress import Progress
+from bake.segments import (
+    _BUF,
+    _HASH_BLOCK,
+    _LATER,
+    _PROBE,
+    MIB,
+    _Aborted,
+    _Changed,
+    _Claim,
+    _piece_size,
+    _PrefixHasher,
+    _Ranges,
+    _Transfer,
+)
+from bake.sources import _resolve, _Source, candidate_urls, parse_mirrors
+from bake.transport import _content_range, _describe, _Http, _ssl_context
+
+__all__ = [
+    "DEFAULT_CONNECTIONS",
+    "FetchFailed",
+    "FetchOptions",
+    "FetchRecord",
+    "candidate_urls",
+    "fetch_assets",
+    "parse_mirrors",
+]
 
 log = logging.getLogger(__name__)
 
@@ -49,24 +70,11 @@ log = logging.getLogger(__name__)
 # --connections for a mirror you run yourself.
 DEFAULT_CONNECTIONS = 4
 
-MIB = 1 << 20
 BACKOFF_BASE = 0.5  # first retry waits 0.25-0.5 s, doubling per failure ...
 BACKOFF_CAP = 30.0  # ... up to 15-30 s
-RETRY_AFTER_CAP = 120.0  # a server may ask for a pause, not for the whole build
-MAX_REDIRECTS = 10
-_BUF = 256 * 1024  # one read from the network, one pwrite
-_PROBE = 4 * MIB  # first ranged request when the size is not known yet
-_MIN_PIECE = 1 * MIB
-_MAX_PIECE = 64 * MIB
-_STEAL_MIN = 4 * _BUF  # split a busy range only if both halves outlast an in-flight read ...
-_STEAL_AFTER = 0.5  # ... and it would take its connection this many seconds more; else it ends soon anyway
 _SAVE_EVERY = 0.25  # seconds between progress-file writes: a SIGKILL loses at most this much transfer
-_HASH_BLOCK = 4 * MIB
 _HASH_SLICE = 64 * MIB  # hashing per keeper tick, so progress keeps being saved
 _PROGRESS_BYTES = 256 * 1024  # an attempt that added this much is progress, not a failure
-_REDIRECTS = (301, 302, 303, 307, 308)
-_USER_AGENT = f"bake/{__version__}"
-_CONTENT_RANGE = re.compile(r"^\s*bytes\s+(?:(\d+)-(\d+)|\*)\s*/\s*(\d+|\*)\s*$", re.IGNORECASE)
 _STAGING_MARK = ".bake-staging."
 _staging_counter = itertools.count()
 
@@ -122,19 +130,6 @@ class FetchFailed(FetchError):
         super().__init__("\n".join(lines))
 
 
-class _HttpStatus(DownloadError):
-    """A source answered with an error status."""
-
-    def __init__(self, message: str, *, status: int, retryable: bool, retry_after: float | None) -> None:
-        super().__init__(message, retryable=retryable)
-        self.status = status
-        self.retry_after = retry_after
-
-
-class _Changed(DownloadError):
-    """The file behind a source changed (or the partial is inconsistent): start it over."""
-
-
 class _DeadlineExceeded(DownloadError):
     """The asset's wall-clock deadline passed; no further source is tried."""
 
@@ -144,72 +139,6 @@ class _DeadlineExceeded(DownloadError):
 
 class _Cancelled(Exception):
     """The run was interrupted (Ctrl-C); partials stay in the cache."""
-
-
-class _Aborted(Exception):
-    """Another thread of the same transfer failed; this one stops quietly."""
-
-
-def parse_mirrors(specs: Iterable[str]) -> tuple[tuple[str, str], ...]:
-    """Parse ``PREFIX=REPLACEMENT`` rewrites; each spec may hold several, separated by whitespace.
-
-    Returns (prefix, replacement) pairs in order. Raises UsageError for a spec
-    without ``=``, with an empty side, or with a replacement of unknown scheme.
-    """
-    pairs = []
-    for spec in specs:
-        for item in spec.split():
-            prefix, sep, replacement = item.partition("=")
-            # A mirror URL may carry a password: messages show it redacted.
-            shown = f"{prefix}={redact_url(replacement)}" if sep else redact_url(item)
-            if not sep or not prefix or not replacement:
-                raise UsageError(
-                    f"mirror {shown!r}: expected PREFIX=REPLACEMENT, for example "
-                    "https://www.modelscope.cn/=https://mirror.internal/modelscope/"
-                )
-            try:
-                parts = urlsplit(replacement)
-                scheme = parts.scheme.lower()
-                parts.port  # noqa: B018 - the property raises for a port out of range
-            except ValueError as exc:
-                raise UsageError(f"mirror {shown!r}: the replacement is not a valid URL ({exc})") from None
-            if scheme not in SCHEMES:
-                raise UsageError(
-                    f"mirror {shown!r}: the replacement has scheme {scheme or 'none'!r}; "
-                    "expected https://, http://, file:// or hf://"
-                )
-            pairs.append((prefix, replacement))
-    return tuple(pairs)
-
-
-def candidate_urls(asset: Asset, options: FetchOptions) -> list[str]:
-    """Return the URLs to try for ``asset``, in order: every mirror rewrite, then the originals.
-
-    With ``no_origin`` only rewrites are returned. Raises ManifestError for a
-    URL with a disallowed scheme, UsageError when nothing is left to try.
-    """
-    rewritten: list[str] = []
-    originals: list[str] = []
-    for url in asset.urls:
-        for prefix, replacement in options.mirrors:
-            if url.startswith(prefix):
-                new = replacement + url[len(prefix) :]
-                check_url(
-                    new,
-                    allow_http=options.allow_http,
-                    where=f"asset {asset.name!r} (mirror {prefix}={redact_url(replacement)})",
-                )
-                rewritten.append(new)
-        if not options.no_origin:
-            check_url(url, allow_http=options.allow_http, where=f"asset {asset.name!r}")
-            originals.append(url)
-    urls = list(dict.fromkeys(rewritten + originals))
-    if not urls:
-        raise UsageError(
-            f"asset {asset.name!r}: --no-origin is set and no mirror prefix matches its urls "
-            f"({', '.join(map(redact_url, asset.urls))}); add a --mirror PREFIX=REPLACEMENT for one of them"
-        )
-    return urls
 
 
 def fetch_assets(
@@ -261,17 +190,6 @@ def fetch_assets(
     return records
 
 
-def _ssl_context(options: FetchOptions) -> ssl.SSLContext:
-    cafile = options.ca_bundle or os.environ.get("SSL_CERT_FILE") or None
-    try:
-        return ssl.create_default_context(cafile=cafile)
-    except (OSError, ssl.SSLError) as exc:
-        origin = "--ca-bundle" if options.ca_bundle else "SSL_CERT_FILE"
-        raise UsageError(
-            f"{origin} {cafile}: cannot load it as a CA bundle ({exc}); give a PEM file"
-        ) from None
-
-
 class _Net:
     """What every transfer of one run shares: options, TLS context, and the way to stop them all."""
 
@@ -307,133 +225,10 @@ class _Net:
             transfer.fail(_Cancelled("interrupted"))
 
 
-@dataclass(frozen=True)
-class _Source:
-    """A candidate URL made concrete: what to GET (or read), and the credentials for one origin."""
-
-    url: str
-    http_url: str | None = None
-    path: str | None = None
-    auth: dict[str, str] = field(default_factory=dict)
-    auth_origin: tuple | None = None
-
-
-def _origin(url: str) -> tuple:
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
-
-
-def _resolve(url: str, options: FetchOptions) -> _Source:
-    scheme = urlsplit(url).scheme.lower()
-    if scheme == "file":
-        parts = urlsplit(url)
-        if parts.netloc not in ("", "localhost"):
-            raise DownloadError(
-                f"{url}: file:// URLs must name a local absolute path (file:///...)", retryable=False
-            )
-        return _Source(url, path=unquote(parts.path))
-    if scheme == "hf":
-        return _resolve_hf(url, options)
-    return _Source(url, http_url=url)
-
-
-def _resolve_hf(url: str, options: FetchOptions) -> _Source:
-    """Turn ``hf://[datasets/|spaces/]ORG/REPO[@REVISION]/PATH`` into the Hub's resolve URL and a token."""
-    segments = url[len("hf://") :].split("/")
-    repo_type = None
-    if segments[0] in ("datasets", "spaces"):
-        repo_type = segments.pop(0)[:-1]
-    if len(segments) < 3 or not all(segments[:3]):
-        raise DownloadError(f"{url}: expected hf://ORG/REPO[@REVISION]/PATH", retryable=False)
-    org, repo_rev, *path = segments
-    repo, _, revision = repo_rev.partition("@")
-    try:
-        import huggingface_hub
-    except ImportError:
-        raise DownloadError(
-            f"{url}: hf:// sources need huggingface_hub; pip install huggingface_hub "
-            "(or add a --mirror that maps hf:// to an https mirror)",
-            retryable=False,
-        ) from None
-    endpoint = os.environ.get("HF_ENDPOINT", "").rstrip("/") or None
-    try:
-        resolved = huggingface_hub.hf_hub_url(
-            f"{org}/{repo}",
-            "/".join(path),
-            repo_type=repo_type,
-            revision=unquote(revision) or None,
-            endpoint=endpoint,
-        )
-    except ValueError as exc:
-        raise DownloadError(f"{url}: not a valid Hub file reference: {exc}", retryable=False) from None
-    try:
-        check_url(resolved, allow_http=options.allow_http, where=f"{url} (via HF_ENDPOINT)")
-    except ManifestError as exc:
-        raise DownloadError(str(exc), retryable=False) from None
-    token = _hf_token(url, huggingface_hub)
-    auth = {"Authorization": f"Bearer {token}"} if token else {}
-    return _Source(url, http_url=resolved, auth=auth, auth_origin=_origin(resolved))
-
-
-def _hf_token(url: str, huggingface_hub) -> str | None:
-    """HF_TOKEN, else the file HF_TOKEN_FILE names (a BuildKit secret), else huggingface_hub's lookup."""
-    token = os.environ.get("HF_TOKEN", "").strip()
-    if token:
-        return token
-    token_file = os.environ.get("HF_TOKEN_FILE")
-    if token_file:
-        try:
-            return Path(token_file).read_text(encoding="utf-8").strip() or None
-        except OSError as exc:
-            raise DownloadError(
-                f"{url}: HF_TOKEN_FILE {token_file}: cannot read it ({exc.strerror or exc}); "
-                "mount the secret there or unset HF_TOKEN_FILE",
-                retryable=False,
-            ) from None
-    return huggingface_hub.get_token()
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            seconds = parsedate_to_datetime(value).timestamp() - time.time()
-        except (TypeError, ValueError, IndexError):
-            return None
-    return max(0.0, min(seconds, RETRY_AFTER_CAP))
-
-
-def _content_range(value: str | None) -> tuple[int | None, int | None, int | None]:
-    match = _CONTENT_RANGE.match(value or "")
-    if not match:
-        return None, None, None
-    first, last, total = match.groups()
-    return (int(first) if first else None, int(last) if last else None, None if total == "*" else int(total))
-
-
 def _backoff(step: int) -> float:
     """Exponential backoff with equal jitter: half fixed, half random, capped."""
     delay = min(BACKOFF_CAP, BACKOFF_BASE * 2**step)
     return delay / 2 + random.uniform(0, delay / 2)
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text if type(exc).__name__ in text else f"{type(exc).__name__}: {text}"
-
-
-def _piece_size(size: int | None, connections: int) -> int:
-    if size is None:
-        return _PROBE
-    if connections == 1:
-        return max(size, 1)
-    # About four pieces per connection: the hashed prefix follows closely, and
-    # work stealing evens out the end.
-    return max(_MIN_PIECE, min(_MAX_PIECE, size // (connections * 4)))
 
 
 def _free_bytes(path: Path) -> int:
@@ -460,360 +255,6 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-class _Ranges:
-    """Sorted, merged, half-open byte ranges [start, end)."""
-
-    def __init__(self, ranges: Iterable[tuple[int, int]] = ()) -> None:
-        self.spans: list[tuple[int, int]] = []
-        for start, end in ranges:
-            self.add(start, end)
-
-    def add(self, start: int, end: int) -> None:
-        if end <= start:
-            return
-        spans = self.spans
-        # Fast path: the chunk extends a span (the common case, once per read).
-        for i, (a, b) in enumerate(spans):
-            if b == start and (i + 1 == len(spans) or spans[i + 1][0] > end):
-                spans[i] = (a, end)
-                return
-        kept = []
-        for a, b in spans:
-            if b < start or a > end:
-                kept.append((a, b))
-            else:
-                start, end = min(a, start), max(b, end)
-        kept.append((start, end))
-        kept.sort()
-        self.spans = kept
-
-    def prefix(self) -> int:
-        return self.spans[0][1] if self.spans and self.spans[0][0] == 0 else 0
-
-    def total(self) -> int:
-        return sum(b - a for a, b in self.spans)
-
-    def holes(self, size: int) -> list[tuple[int, int]]:
-        out, pos = [], 0
-        for a, b in self.spans:
-            if a > pos:
-                out.append((pos, min(a, size)))
-            pos = max(pos, b)
-        if pos < size:
-            out.append((pos, size))
-        return [(a, b) for a, b in out if a < b]
-
-
-class _Claim:
-    """A byte range one connection is filling; another may steal its tail by lowering ``end``."""
-
-    __slots__ = ("end", "pos", "start", "t0")
-
-    def __init__(self, pos: int, end: int | None) -> None:
-        self.start = self.pos = pos
-        self.end = end
-        self.t0 = time.monotonic()
-
-    def seconds_left(self) -> float | None:
-        """Time to finish at the rate so far; None while too early to tell."""
-        elapsed = time.monotonic() - self.t0
-        if elapsed < 0.05 or self.pos == self.start:
-            return None
-        return (self.end - self.pos) * elapsed / (self.pos - self.start)
-
-
-_LATER = _Claim(0, 0)  # claim() answer: nothing to take yet, ask again shortly
-
-
-class _PrefixHasher:
-    """SHA-256 of the file's contiguous completed prefix, read back from the page cache as it grows."""
-
-    def __init__(self) -> None:
-        self.sha = hashlib.sha256()
-        self.pos = 0
-
-    def catch_up(self, fd: int, upto: int, limit: int | None = None) -> None:
-        stop = upto if limit is None else min(upto, self.pos + limit)
-        while self.pos < stop:
-            block = os.pread(fd, min(_HASH_BLOCK, stop - self.pos), self.pos)
-            if not block:
-                raise _Changed("the partial file is shorter than its progress record; starting it over")
-            self.sha.update(block)
-            self.pos += len(block)
-
-
-class _Transfer:
-    """One attempt at one source: the ranges still unclaimed, the claims in flight, and how to stop them."""
-
-    def __init__(self, job: _Job) -> None:
-        self.job = job
-        self.lock = job.lock
-        self.size: int | None = None
-        self.piece = _PROBE
-        self.url = ""
-        self.etag: str | None = None
-        self.unclaimed: list[tuple[int, int]] = []
-        self.active: set[_Claim] = set()
-        self.abort = threading.Event()
-        self.finished = threading.Event()
-        self.error: BaseException | None = None
-        self.conns: set[http.client.HTTPConnection] = set()
-
-    def plan(self, size: int, first: _Claim, connections: int) -> None:
-        """Queue every hole of the partial except what ``first`` already covers."""
-        with self.lock:
-            self.size = size
-            self.piece = _piece_size(size, connections)
-            holes = self.job.done.holes(size)
-            self.unclaimed = []
-            for a, b in holes:
-                if b <= first.pos or a >= first.end:
-                    self.unclaimed.append((a, b))
-                else:
-                    if a < first.pos:
-                        self.unclaimed.append((a, first.pos))
-                    if b > first.end:
-                        self.unclaimed.append((first.end, b))
-            self.active.add(first)
-
-    def pending_pieces(self) -> int:
-        with self.lock:
-            return sum(-(-(b - a) // self.piece) for a, b in self.unclaimed)
-
-    def claim(self) -> _Claim | None:
-        """Take the lowest unclaimed piece, else split the slowest-to-finish range in flight.
-
-        Returns None when there is nothing left worth a new request, _LATER
-        when a range in flight has not shown its rate yet.
-        """
-        with self.lock:
-            if self.abort.is_set():
-                return None
-            if self.unclaimed:
-                a, b = self.unclaimed[0]
-                end = min(b, a + self.piece)
-                if end == b:
-                    self.unclaimed.pop(0)
-                else:
-                    self.unclaimed[0] = (end, b)
-                claim = _Claim(a, end)
-            else:
-                victim = max(self.active, key=lambda c: c.end - c.pos, default=None)
-                if victim is None or victim.end - victim.pos < _STEAL_MIN:
-                    return None
-                left = victim.seconds_left()
-                if left is None:
-                    return _LATER
-                if left < _STEAL_AFTER:
-                    return None
-                mid = victim.pos + (victim.end - victim.pos) // 2
-                claim = _Claim(mid, victim.end)
-                victim.end = mid
-            self.active.add(claim)
-            return claim
-
-    def release(self, claim: _Claim) -> None:
-        with self.lock:
-            self.active.discard(claim)
-
-    def fail(self, exc: BaseException) -> None:
-        """Record the first real error and stop every connection of this transfer."""
-        with self.lock:
-            if self.error is None and not isinstance(exc, _Aborted):
-                self.error = exc
-            conns = list(self.conns)
-        self.abort.set()
-        for conn in conns:
-            sock = conn.sock
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-
-
-class _Http:
-    """One connection's worth of HTTP: keep-alive per origin, proxies, redirects, status mapping."""
-
-    def __init__(self, job: _Job, transfer: _Transfer) -> None:
-        self.job = job
-        self.transfer = transfer
-        self.conn: http.client.HTTPConnection | None = None
-        self.key: tuple | None = None
-        self.proxy_headers: dict[str, str] | None = None  # set when plain http goes through a proxy
-
-    def close(self) -> None:
-        if self.conn is not None:
-            with self.transfer.lock:
-                self.transfer.conns.discard(self.conn)
-            self.conn.close()
-            self.conn = None
-
-    def set_timeout(self, seconds: float) -> None:
-        if self.conn is not None and self.conn.sock is not None:
-            self.conn.sock.settimeout(seconds)
-
-    def request(
-        self, source: _Source, url: str, headers: dict[str, str]
-    ) -> tuple[http.client.HTTPResponse, str]:
-        """GET ``url``, following redirects. Returns (response, final URL) for 200, 206 and 416.
-
-        Credentials go only to the source's own origin, never to a host a
-        redirect leads to. Raises DownloadError for everything else.
-        """
-        for _ in range(MAX_REDIRECTS + 1):
-            try:  # a manifest URL, or a Location header: either may be malformed
-                check_url(url, allow_http=self.job.options.allow_http, where="redirect target")
-            except ManifestError as exc:
-                raise DownloadError(str(exc), retryable=False) from None
-            if urlsplit(url).scheme.lower() not in ("http", "https"):
-                raise DownloadError(f"redirected to {redact_url(url)}, which is not http(s)", retryable=False)
-            sent = {"User-Agent": _USER_AGENT, "Accept-Encoding": "identity", **headers}
-            if source.auth and _origin(url) == source.auth_origin:
-                sent.update(source.auth)
-            try:
-                resp = self._send(url, sent)
-            except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected) as exc:
-                shown = redact_url(url)
-                raise DownloadError(f"cannot get {shown}: {_describe(exc)}", retryable=True) from None
-            if resp.status in _REDIRECTS:
-                location = resp.getheader("Location")
-                self._drain(resp)
-                if not location:
-                    raise DownloadError(
-                        f"HTTP {resp.status} from {redact_url(url)} without a Location header", retryable=True
-                    )
-                try:
-                    url = urljoin(url, location)
-                except ValueError:
-                    raise DownloadError(
-                        f"HTTP {resp.status} from {redact_url(url)} redirects to {redact_url(location)!r}, "
-                        "which is not a valid URL",
-                        retryable=False,
-                    ) from None
-                continue
-            if resp.status in (200, 206, 416):
-                return resp, url
-            self.close()
-            raise _status_error(resp, url)
-        raise DownloadError(
-            f"more than {MAX_REDIRECTS} redirects starting at {redact_url(source.url)}", retryable=False
-        )
-
-    def _drain(self, resp: http.client.HTTPResponse) -> None:
-        if resp.length is not None and resp.length <= 65536:
-            with contextlib.suppress(OSError, http.client.HTTPException):
-                resp.read()
-                return
-        self.close()
-
-    def _send(self, url: str, headers: dict[str, str]) -> http.client.HTTPResponse:
-        reused = self.conn is not None and self.key == _origin(url)
-        try:
-            return self._send_once(url, headers)
-        except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
-            if not reused:
-                raise
-            return self._send_once(url, headers)  # the server had closed an idle keep-alive connection
-
-    def _send_once(self, url: str, headers: dict[str, str]) -> http.client.HTTPResponse:
-        """Send one GET; lets a reset escape so _send can tell a stale keep-alive connection."""
-        parts = urlsplit(url)
-        if self.conn is None or self.key != _origin(url):
-            self.close()
-            self.conn = self._connect(parts)
-            self.key = _origin(url)
-            with self.transfer.lock:
-                self.transfer.conns.add(self.conn)
-        if self.transfer.abort.is_set():
-            raise _Aborted()
-        conn = self.conn
-        timeout = self.job.io_timeout()
-        conn.timeout = timeout
-        self.set_timeout(timeout)
-        if self.proxy_headers is not None:
-            target = url.split("#")[0]
-            headers = {**headers, **self.proxy_headers}
-        else:
-            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        try:
-            conn.request("GET", target, headers=headers)
-            resp = conn.getresponse()
-        except ssl.SSLCertVerificationError as exc:
-            self.close()
-            raise DownloadError(
-                f"TLS certificate of {parts.hostname} is not trusted ({exc.verify_message}); "
-                "pass --ca-bundle (or set SSL_CERT_FILE) with the CA that signs it",
-                retryable=False,
-            ) from None
-        except TimeoutError:
-            self.close()
-            raise self.job.stall_error(f"waiting for {parts.hostname} to answer") from None
-        except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
-            self.close()
-            raise
-        except (OSError, http.client.HTTPException) as exc:
-            self.close()
-            raise DownloadError(f"cannot get {redact_url(url)}: {_describe(exc)}", retryable=True) from None
-        with self.job.lock:
-            self.job.requests += 1
-        return resp
-
-    def _connect(self, parts) -> http.client.HTTPConnection:
-        host = parts.hostname
-        scheme = parts.scheme.lower()
-        port = parts.port or (443 if scheme == "https" else 80)
-        timeout = self.job.io_timeout()
-        proxy = _proxy_for(scheme, host)
-        self.proxy_headers = None
-        if scheme == "https":
-            if proxy:
-                conn = http.client.HTTPSConnection(
-                    proxy[0], proxy[1], timeout=timeout, context=self.job.net.ssl_context()
-                )
-                conn.set_tunnel(host, port, headers=proxy[2])
-                return conn
-            return http.client.HTTPSConnection(
-                host, port, timeout=timeout, context=self.job.net.ssl_context()
-            )
-        if proxy:
-            self.proxy_headers = proxy[2]
-            return http.client.HTTPConnection(proxy[0], proxy[1], timeout=timeout)
-        return http.client.HTTPConnection(host, port, timeout=timeout)
-
-
-def _proxy_for(scheme: str, host: str) -> tuple[str, int, dict[str, str]] | None:
-    """The proxy for ``scheme`` from HTTPS_PROXY/HTTP_PROXY, unless NO_PROXY exempts ``host`` (as urllib)."""
-    proxy = urllib.request.getproxies().get(scheme)
-    if not proxy or urllib.request.proxy_bypass(host):
-        return None
-    if "://" not in proxy:
-        proxy = "http://" + proxy
-    parts = urlsplit(proxy)
-    headers = {}
-    if parts.username:
-        creds = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
-        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(creds).decode()
-    return parts.hostname or "", parts.port or 80, headers
-
-
-def _status_error(resp: http.client.HTTPResponse, url: str) -> _HttpStatus:
-    status = resp.status
-    retryable = status in (408, 425, 429) or 500 <= status < 600
-    hints = {
-        404: "the file is not at this URL (not retried)",
-        410: "the file is gone from this URL (not retried)",
-        401: "authentication required; for hf:// set HF_TOKEN or HF_TOKEN_FILE (not retried)",
-        403: "access denied (not retried)",
-        429: "rate limited",
-    }
-    hint = hints.get(status, "server error" if retryable else "refused (not retried)")
-    return _HttpStatus(
-        f"HTTP {status} {resp.reason} from {redact_url(url)}: {hint}",
-        status=status,
-        retryable=retryable,
-        retry_after=_retry_after(resp.getheader("Retry-After")),
-    )
 
 
 class _Job:

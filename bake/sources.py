@@ -1,0 +1,165 @@
+"""Where to get an asset: mirror rewrites, candidate URLs, and file:// and hf:// URLs resolved to a source."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
+
+from bake.errors import DownloadError, ManifestError, UsageError
+from bake.manifest import SCHEMES, Asset, check_url, redact_url
+
+if TYPE_CHECKING:
+    from bake.fetch import FetchOptions
+
+
+def parse_mirrors(specs: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """Parse ``PREFIX=REPLACEMENT`` rewrites; each spec may hold several, separated by whitespace.
+
+    Returns (prefix, replacement) pairs in order. Raises UsageError for a spec
+    without ``=``, with an empty side, or with a replacement of unknown scheme.
+    """
+    pairs = []
+    for spec in specs:
+        for item in spec.split():
+            prefix, sep, replacement = item.partition("=")
+            # A mirror URL may carry a password: messages show it redacted.
+            shown = f"{prefix}={redact_url(replacement)}" if sep else redact_url(item)
+            if not sep or not prefix or not replacement:
+                raise UsageError(
+                    f"mirror {shown!r}: expected PREFIX=REPLACEMENT, for example "
+                    "https://www.modelscope.cn/=https://mirror.internal/modelscope/"
+                )
+            try:
+                parts = urlsplit(replacement)
+                scheme = parts.scheme.lower()
+                parts.port  # noqa: B018 - the property raises for a port out of range
+            except ValueError as exc:
+                raise UsageError(f"mirror {shown!r}: the replacement is not a valid URL ({exc})") from None
+            if scheme not in SCHEMES:
+                raise UsageError(
+                    f"mirror {shown!r}: the replacement has scheme {scheme or 'none'!r}; "
+                    "expected https://, http://, file:// or hf://"
+                )
+            pairs.append((prefix, replacement))
+    return tuple(pairs)
+
+
+def candidate_urls(asset: Asset, options: FetchOptions) -> list[str]:
+    """Return the URLs to try for ``asset``, in order: every mirror rewrite, then the originals.
+
+    With ``no_origin`` only rewrites are returned. Raises ManifestError for a
+    URL with a disallowed scheme, UsageError when nothing is left to try.
+    """
+    rewritten: list[str] = []
+    originals: list[str] = []
+    for url in asset.urls:
+        for prefix, replacement in options.mirrors:
+            if url.startswith(prefix):
+                new = replacement + url[len(prefix) :]
+                check_url(
+                    new,
+                    allow_http=options.allow_http,
+                    where=f"asset {asset.name!r} (mirror {prefix}={redact_url(replacement)})",
+                )
+                rewritten.append(new)
+        if not options.no_origin:
+            check_url(url, allow_http=options.allow_http, where=f"asset {asset.name!r}")
+            originals.append(url)
+    urls = list(dict.fromkeys(rewritten + originals))
+    if not urls:
+        raise UsageError(
+            f"asset {asset.name!r}: --no-origin is set and no mirror prefix matches its urls "
+            f"({', '.join(map(redact_url, asset.urls))}); add a --mirror PREFIX=REPLACEMENT for one of them"
+        )
+    return urls
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A candidate URL made concrete: what to GET (or read), and the credentials for one origin."""
+
+    url: str
+    http_url: str | None = None
+    path: str | None = None
+    auth: dict[str, str] = field(default_factory=dict)
+    auth_origin: tuple | None = None
+
+
+def _origin(url: str) -> tuple:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
+
+
+def _resolve(url: str, options: FetchOptions) -> _Source:
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "file":
+        parts = urlsplit(url)
+        if parts.netloc not in ("", "localhost"):
+            raise DownloadError(
+                f"{url}: file:// URLs must name a local absolute path (file:///...)", retryable=False
+            )
+        return _Source(url, path=unquote(parts.path))
+    if scheme == "hf":
+        return _resolve_hf(url, options)
+    return _Source(url, http_url=url)
+
+
+def _resolve_hf(url: str, options: FetchOptions) -> _Source:
+    """Turn ``hf://[datasets/|spaces/]ORG/REPO[@REVISION]/PATH`` into the Hub's resolve URL and a token."""
+    segments = url[len("hf://") :].split("/")
+    repo_type = None
+    if segments[0] in ("datasets", "spaces"):
+        repo_type = segments.pop(0)[:-1]
+    if len(segments) < 3 or not all(segments[:3]):
+        raise DownloadError(f"{url}: expected hf://ORG/REPO[@REVISION]/PATH", retryable=False)
+    org, repo_rev, *path = segments
+    repo, _, revision = repo_rev.partition("@")
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise DownloadError(
+            f"{url}: hf:// sources need huggingface_hub; pip install huggingface_hub "
+            "(or add a --mirror that maps hf:// to an https mirror)",
+            retryable=False,
+        ) from None
+    endpoint = os.environ.get("HF_ENDPOINT", "").rstrip("/") or None
+    try:
+        resolved = huggingface_hub.hf_hub_url(
+            f"{org}/{repo}",
+            "/".join(path),
+            repo_type=repo_type,
+            revision=unquote(revision) or None,
+            endpoint=endpoint,
+        )
+    except ValueError as exc:
+        raise DownloadError(f"{url}: not a valid Hub file reference: {exc}", retryable=False) from None
+    try:
+        check_url(resolved, allow_http=options.allow_http, where=f"{url} (via HF_ENDPOINT)")
+    except ManifestError as exc:
+        raise DownloadError(str(exc), retryable=False) from None
+    token = _hf_token(url, huggingface_hub)
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
+    return _Source(url, http_url=resolved, auth=auth, auth_origin=_origin(resolved))
+
+
+def _hf_token(url: str, huggingface_hub) -> str | None:
+    """HF_TOKEN, else the file HF_TOKEN_FILE names (a BuildKit secret), else huggingface_hub's lookup."""
+    token = os.environ.get("HF_TOKEN", "").strip()
+    if token:
+        return token
+    token_file = os.environ.get("HF_TOKEN_FILE")
+    if token_file:
+        try:
+            return Path(token_file).read_text(encoding="utf-8").strip() or None
+        except OSError as exc:
+            raise DownloadError(
+                f"{url}: HF_TOKEN_FILE {token_file}: cannot read it ({exc.strerror or exc}); "
+                "mount the secret there or unset HF_TOKEN_FILE",
+                retryable=False,
+            ) from None
+    return huggingface_hub.get_token()

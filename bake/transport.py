@@ -1,0 +1,260 @@
+"""HTTP(S) for fetches: TLS, proxies, keep-alive, redirects, status errors, Content-Range and Retry-After."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import http.client
+import os
+import re
+import ssl
+import time
+import urllib.request
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urljoin, urlsplit
+
+from bake import __version__
+from bake.errors import DownloadError, ManifestError, UsageError
+from bake.manifest import check_url, redact_url
+from bake.segments import _Aborted, _Transfer
+from bake.sources import _origin, _Source
+
+if TYPE_CHECKING:
+    from bake.fetch import FetchOptions, _Job
+
+RETRY_AFTER_CAP = 120.0  # a server may ask for a pause, not for the whole build
+MAX_REDIRECTS = 10
+_REDIRECTS = (301, 302, 303, 307, 308)
+_USER_AGENT = f"bake/{__version__}"
+_CONTENT_RANGE = re.compile(r"^\s*bytes\s+(?:(\d+)-(\d+)|\*)\s*/\s*(\d+|\*)\s*$", re.IGNORECASE)
+
+
+class _HttpStatus(DownloadError):
+    """A source answered with an error status."""
+
+    def __init__(self, message: str, *, status: int, retryable: bool, retry_after: float | None) -> None:
+        super().__init__(message, retryable=retryable)
+        self.status = status
+        self.retry_after = retry_after
+
+
+def _ssl_context(options: FetchOptions) -> ssl.SSLContext:
+    cafile = options.ca_bundle or os.environ.get("SSL_CERT_FILE") or None
+    try:
+        return ssl.create_default_context(cafile=cafile)
+    except (OSError, ssl.SSLError) as exc:
+        origin = "--ca-bundle" if options.ca_bundle else "SSL_CERT_FILE"
+        raise UsageError(
+            f"{origin} {cafile}: cannot load it as a CA bundle ({exc}); give a PEM file"
+        ) from None
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError):
+            return None
+    return max(0.0, min(seconds, RETRY_AFTER_CAP))
+
+
+def _content_range(value: str | None) -> tuple[int | None, int | None, int | None]:
+    match = _CONTENT_RANGE.match(value or "")
+    if not match:
+        return None, None, None
+    first, last, total = match.groups()
+    return (int(first) if first else None, int(last) if last else None, None if total == "*" else int(total))
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if type(exc).__name__ in text else f"{type(exc).__name__}: {text}"
+
+
+class _Http:
+    """One connection's worth of HTTP: keep-alive per origin, proxies, redirects, status mapping."""
+
+    def __init__(self, job: _Job, transfer: _Transfer) -> None:
+        self.job = job
+        self.transfer = transfer
+        self.conn: http.client.HTTPConnection | None = None
+        self.key: tuple | None = None
+        self.proxy_headers: dict[str, str] | None = None  # set when plain http goes through a proxy
+
+    def close(self) -> None:
+        if self.conn is not None:
+            with self.transfer.lock:
+                self.transfer.conns.discard(self.conn)
+            self.conn.close()
+            self.conn = None
+
+    def set_timeout(self, seconds: float) -> None:
+        if self.conn is not None and self.conn.sock is not None:
+            self.conn.sock.settimeout(seconds)
+
+    def request(
+        self, source: _Source, url: str, headers: dict[str, str]
+    ) -> tuple[http.client.HTTPResponse, str]:
+        """GET ``url``, following redirects. Returns (response, final URL) for 200, 206 and 416.
+
+        Credentials go only to the source's own origin, never to a host a
+        redirect leads to. Raises DownloadError for everything else.
+        """
+        for _ in range(MAX_REDIRECTS + 1):
+            try:  # a manifest URL, or a Location header: either may be malformed
+                check_url(url, allow_http=self.job.options.allow_http, where="redirect target")
+            except ManifestError as exc:
+                raise DownloadError(str(exc), retryable=False) from None
+            if urlsplit(url).scheme.lower() not in ("http", "https"):
+                raise DownloadError(f"redirected to {redact_url(url)}, which is not http(s)", retryable=False)
+            sent = {"User-Agent": _USER_AGENT, "Accept-Encoding": "identity", **headers}
+            if source.auth and _origin(url) == source.auth_origin:
+                sent.update(source.auth)
+            try:
+                resp = self._send(url, sent)
+            except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected) as exc:
+                shown = redact_url(url)
+                raise DownloadError(f"cannot get {shown}: {_describe(exc)}", retryable=True) from None
+            if resp.status in _REDIRECTS:
+                location = resp.getheader("Location")
+                self._drain(resp)
+                if not location:
+                    raise DownloadError(
+                        f"HTTP {resp.status} from {redact_url(url)} without a Location header", retryable=True
+                    )
+                try:
+                    url = urljoin(url, location)
+                except ValueError:
+                    raise DownloadError(
+                        f"HTTP {resp.status} from {redact_url(url)} redirects to {redact_url(location)!r}, "
+                        "which is not a valid URL",
+                        retryable=False,
+                    ) from None
+                continue
+            if resp.status in (200, 206, 416):
+                return resp, url
+            self.close()
+            raise _status_error(resp, url)
+        raise DownloadError(
+            f"more than {MAX_REDIRECTS} redirects starting at {redact_url(source.url)}", retryable=False
+        )
+
+    def _drain(self, resp: http.client.HTTPResponse) -> None:
+        if resp.length is not None and resp.length <= 65536:
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                resp.read()
+                return
+        self.close()
+
+    def _send(self, url: str, headers: dict[str, str]) -> http.client.HTTPResponse:
+        reused = self.conn is not None and self.key == _origin(url)
+        try:
+            return self._send_once(url, headers)
+        except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
+            if not reused:
+                raise
+            return self._send_once(url, headers)  # the server had closed an idle keep-alive connection
+
+    def _send_once(self, url: str, headers: dict[str, str]) -> http.client.HTTPResponse:
+        """Send one GET; lets a reset escape so _send can tell a stale keep-alive connection."""
+        parts = urlsplit(url)
+        if self.conn is None or self.key != _origin(url):
+            self.close()
+            self.conn = self._connect(parts)
+            self.key = _origin(url)
+            with self.transfer.lock:
+                self.transfer.conns.add(self.conn)
+        if self.transfer.abort.is_set():
+            raise _Aborted()
+        conn = self.conn
+        timeout = self.job.io_timeout()
+        conn.timeout = timeout
+        self.set_timeout(timeout)
+        if self.proxy_headers is not None:
+            target = url.split("#")[0]
+            headers = {**headers, **self.proxy_headers}
+        else:
+            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        try:
+            conn.request("GET", target, headers=headers)
+            resp = conn.getresponse()
+        except ssl.SSLCertVerificationError as exc:
+            self.close()
+            raise DownloadError(
+                f"TLS certificate of {parts.hostname} is not trusted ({exc.verify_message}); "
+                "pass --ca-bundle (or set SSL_CERT_FILE) with the CA that signs it",
+                retryable=False,
+            ) from None
+        except TimeoutError:
+            self.close()
+            raise self.job.stall_error(f"waiting for {parts.hostname} to answer") from None
+        except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
+            self.close()
+            raise
+        except (OSError, http.client.HTTPException) as exc:
+            self.close()
+            raise DownloadError(f"cannot get {redact_url(url)}: {_describe(exc)}", retryable=True) from None
+        with self.job.lock:
+            self.job.requests += 1
+        return resp
+
+    def _connect(self, parts) -> http.client.HTTPConnection:
+        host = parts.hostname
+        scheme = parts.scheme.lower()
+        port = parts.port or (443 if scheme == "https" else 80)
+        timeout = self.job.io_timeout()
+        proxy = _proxy_for(scheme, host)
+        self.proxy_headers = None
+        if scheme == "https":
+            if proxy:
+                conn = http.client.HTTPSConnection(
+                    proxy[0], proxy[1], timeout=timeout, context=self.job.net.ssl_context()
+                )
+                conn.set_tunnel(host, port, headers=proxy[2])
+                return conn
+            return http.client.HTTPSConnection(
+                host, port, timeout=timeout, context=self.job.net.ssl_context()
+            )
+        if proxy:
+            self.proxy_headers = proxy[2]
+            return http.client.HTTPConnection(proxy[0], proxy[1], timeout=timeout)
+        return http.client.HTTPConnection(host, port, timeout=timeout)
+
+
+def _proxy_for(scheme: str, host: str) -> tuple[str, int, dict[str, str]] | None:
+    """The proxy for ``scheme`` from HTTPS_PROXY/HTTP_PROXY, unless NO_PROXY exempts ``host`` (as urllib)."""
+    proxy = urllib.request.getproxies().get(scheme)
+    if not proxy or urllib.request.proxy_bypass(host):
+        return None
+    if "://" not in proxy:
+        proxy = "http://" + proxy
+    parts = urlsplit(proxy)
+    headers = {}
+    if parts.username:
+        creds = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(creds).decode()
+    return parts.hostname or "", parts.port or 80, headers
+
+
+def _status_error(resp: http.client.HTTPResponse, url: str) -> _HttpStatus:
+    status = resp.status
+    retryable = status in (408, 425, 429) or 500 <= status < 600
+    hints = {
+        404: "the file is not at this URL (not retried)",
+        410: "the file is gone from this URL (not retried)",
+        401: "authentication required; for hf:// set HF_TOKEN or HF_TOKEN_FILE (not retried)",
+        403: "access denied (not retried)",
+        429: "rate limited",
+    }
+    hint = hints.get(status, "server error" if retryable else "refused (not retried)")
+    return _HttpStatus(
+        f"HTTP {status} {resp.reason} from {redact_url(url)}: {hint}",
+        status=status,
+        retryable=retryable,
+        retry_after=_retry_after(resp.getheader("Retry-After")),
+    )
