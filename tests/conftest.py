@@ -6,28 +6,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.isolation import NETWORK_ENV
 from tests.mirror import Mirror
-
-_NETWORK_ENV = (
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-    "all_proxy",
-    "HF_ENDPOINT",
-    "HF_TOKEN",
-    "HF_TOKEN_FILE",
-    "BAKE_MIRRORS",
-)
 
 
 @pytest.fixture
 def clean_net_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No proxy, Hub or mirror settings leak in from the machine running the tests."""
-    for var in _NETWORK_ENV:
+    for var in NETWORK_ENV:
         monkeypatch.delenv(var, raising=False)
 
 

@@ -19,6 +19,7 @@ from bake.assets_image import AssetsImage, check_repo, exists, resolve
 from bake.build import run_build
 from bake.errors import BuildError, UsageError
 from bake.manifest import load_manifest, manifest_digest, select
+from tests.isolation import isolate_git
 
 REPO = "127.0.0.1:5000/bake-assets"
 SHA_A = "a" * 64
@@ -130,12 +131,7 @@ def digest_of(path: Path, groups: str = "") -> str:
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A committed build context holding the manifest at docker/assets.toml, with an isolated git."""
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-global-gitconfig"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
-    for role in ("AUTHOR", "COMMITTER"):
-        monkeypatch.setenv(f"GIT_{role}_NAME", "bake tests")
-        monkeypatch.setenv(f"GIT_{role}_EMAIL", "tests@bake.invalid")
+    isolate_git(tmp_path, monkeypatch)
     root = tmp_path / "project"
     (root / "docker").mkdir(parents=True)
     (root / "docker/assets.toml").write_text(MANIFEST)

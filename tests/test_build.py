@@ -18,6 +18,7 @@ import pytest
 from bake.build import run_build
 from bake.context import export_context
 from bake.errors import BuildError, ContextDirty, GitError
+from tests.isolation import isolate_git
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,13 +33,7 @@ def sh(cwd: Path, script: str) -> None:
 
 @pytest.fixture(autouse=True)
 def isolated_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No user or system git config, a fixed identity, and no repository above tmp_path."""
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-global-gitconfig"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
-    for role in ("AUTHOR", "COMMITTER"):
-        monkeypatch.setenv(f"GIT_{role}_NAME", "bake tests")
-        monkeypatch.setenv(f"GIT_{role}_EMAIL", "tests@bake.invalid")
+    isolate_git(tmp_path, monkeypatch)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import pytest
 
 from bake.context import check_context, export_context
 from bake.errors import ContextDirty, GitError, UsageError
+from tests.isolation import isolate_git
 
 REPO = Path(__file__).resolve().parents[1]
 REAL_GIT = shutil.which("git")
@@ -30,15 +31,7 @@ def commit_all(cwd: Path, message: str = "c") -> None:
 
 @pytest.fixture(autouse=True)
 def isolated_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No user or system git config, a fixed identity, and no repository above tmp_path."""
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-global-gitconfig"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
-    for role in ("AUTHOR", "COMMITTER"):
-        monkeypatch.setenv(f"GIT_{role}_NAME", "bake tests")
-        monkeypatch.setenv(f"GIT_{role}_EMAIL", "tests@bake.invalid")
-    for var in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
-        monkeypatch.delenv(var, raising=False)
+    isolate_git(tmp_path, monkeypatch)
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.isolation import NETWORK_ENV
+
 REPO = Path(__file__).resolve().parents[2]
 KIB = 1024
 MIB = 1024 * KIB
@@ -22,21 +24,7 @@ INDEX_FILES = ("SHA256SUMS", "bake.lock.json")
 SUMMARY = pytest.StashKey[list[str]]()
 
 # Settings of the machine running the tests that must not steer the fetches under test.
-_FOREIGN_ENV = (
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-    "all_proxy",
-    "HF_ENDPOINT",
-    "HF_TOKEN",
-    "HF_TOKEN_FILE",
-    "BAKE_MIRRORS",
-    "SSL_CERT_FILE",
-)
+_FOREIGN_ENV = (*NETWORK_ENV, "SSL_CERT_FILE")
 
 
 def blob(size: int, seed: object) -> bytes:
