@@ -21,7 +21,6 @@ from pathlib import Path
 JS_TIKTOKEN = "js-tiktoken@1.0.21"
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
-O200K_SIZE = 3_613_922
 CHECKPOINT_SIZE = 8 << 20
 # Mirror layout: PREFIX=REPLACEMENT rewrites map production URLs onto a loopback mirror root.
 MIRROR_PATHS = {
