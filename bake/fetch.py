@@ -35,21 +35,21 @@ from bake.hashes import sha256_file
 from bake.manifest import Asset, redact_url
 from bake.progress import Progress
 from bake.segments import (
-    _BUF,
-    _HASH_BLOCK,
-    _LATER,
-    _PROBE,
+    HASH_BLOCK,
+    LATER,
     MIB,
-    _Aborted,
-    _Changed,
-    _Claim,
-    _piece_size,
-    _PrefixHasher,
-    _Ranges,
-    _Transfer,
+    PROBE,
+    READ_BUF,
+    Aborted,
+    Changed,
+    Claim,
+    PrefixHasher,
+    Ranges,
+    Transfer,
+    piece_size,
 )
-from bake.sources import _resolve, _Source, candidate_urls, parse_mirrors
-from bake.transport import _content_range, _describe, _Http, _ssl_context
+from bake.sources import Source, candidate_urls, parse_mirrors, resolve_source
+from bake.transport import HttpClient, describe_error, make_ssl_context, parse_content_range
 
 __all__ = [
     "DEFAULT_CONNECTIONS",
@@ -198,22 +198,22 @@ class _Net:
         self.cancel = threading.Event()
         self._lock = threading.Lock()
         self._ssl: ssl.SSLContext | None = None
-        self._transfers: set[_Transfer] = set()
+        self._transfers: set[Transfer] = set()
 
     def ssl_context(self) -> ssl.SSLContext:
         """The TLS context (ca_bundle, else SSL_CERT_FILE, else the system store), made on first use."""
         with self._lock:
             if self._ssl is None:
-                self._ssl = _ssl_context(self.options)
+                self._ssl = make_ssl_context(self.options)
             return self._ssl
 
-    def register(self, transfer: _Transfer) -> None:
+    def register(self, transfer: Transfer) -> None:
         with self._lock:
             self._transfers.add(transfer)
         if self.cancel.is_set():
             transfer.fail(_Cancelled("interrupted"))
 
-    def unregister(self, transfer: _Transfer) -> None:
+    def unregister(self, transfer: Transfer) -> None:
         with self._lock:
             self._transfers.discard(transfer)
 
@@ -271,9 +271,9 @@ class _Job:
         self.options = net.options
         self.progress = progress
         self.lock = threading.Lock()
-        self.done = _Ranges()
+        self.done = Ranges()
         self.meta = PartialState()
-        self.hasher = _PrefixHasher()
+        self.hasher = PrefixHasher()
         self.fd: int | None = None
         self.bytes = 0
         self.requests = 0  # HTTP requests and file opens made for this asset
@@ -484,7 +484,7 @@ class _Job:
                     while offset < size:  # in-kernel copy; the bytes were verified a moment ago
                         offset += os.sendfile(fd, fin.fileno(), offset, size - offset)
                     return True
-                buf = bytearray(_HASH_BLOCK)
+                buf = bytearray(HASH_BLOCK)
                 while n := fin.readinto(buf):
                     view = memoryview(buf)[:n]
                     digest.update(view)
@@ -509,7 +509,7 @@ class _Job:
         try:
             for url in self.urls:
                 try:
-                    self._from_source(_resolve(url, self.options))
+                    self._from_source(resolve_source(url, self.options))
                     return url
                 except _DeadlineExceeded as exc:
                     errors.append((url, exc))
@@ -541,8 +541,8 @@ class _Job:
             os.ftruncate(self.fd, 0)
             state = PartialState()
         self.meta = state
-        self.done = _Ranges(state.done)
-        self.hasher = _PrefixHasher()
+        self.done = Ranges(state.done)
+        self.hasher = PrefixHasher()
         if state.done:
             log.info("%s: resuming; %.1f MiB already in the cache", self.asset.name, self.done.total() / MIB)
 
@@ -550,9 +550,9 @@ class _Job:
         self.from_zero = True
         os.ftruncate(self.fd, 0)
         with self.lock:
-            self.done = _Ranges()
+            self.done = Ranges()
         self.meta = PartialState()
-        self.hasher = _PrefixHasher()
+        self.hasher = PrefixHasher()
         with contextlib.suppress(FileNotFoundError):
             self.cache.state_path(self.asset.sha256).unlink()
 
@@ -566,7 +566,7 @@ class _Job:
                 raise self._no_space(self.cache.state_path(self.asset.sha256), 4096) from None
             raise
 
-    def _from_source(self, source: _Source) -> None:
+    def _from_source(self, source: Source) -> None:
         """Retry one source until its bytes verify into the cache; raises DownloadError when it gives up."""
         idle_failures = 0
         step = 0
@@ -608,7 +608,7 @@ class _Job:
                         ) from None
                     raise
             except DownloadError as exc:
-                if isinstance(exc, _Changed):
+                if isinstance(exc, Changed):
                     log.warning("%s: %s", self.asset.name, exc)
                     self._discard()
                     if len(self.etag_splits) >= 2 and self.connections > 1:
@@ -647,7 +647,7 @@ class _Job:
                 )
                 self.sleep(delay, f"waiting to retry {redact_url(source.url)}")
 
-    def _check_size(self, source: _Source, total: int, *, retryable: bool = True) -> None:
+    def _check_size(self, source: Source, total: int, *, retryable: bool = True) -> None:
         if self.asset.size is not None and total != self.asset.size:
             raise DownloadError(
                 f"{redact_url(source.url)} serves {total} bytes; the manifest says {self.asset.size}",
@@ -678,7 +678,7 @@ class _Job:
             if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
                 raise
 
-    def _copy_file(self, source: _Source) -> None:
+    def _copy_file(self, source: Source) -> None:
         self.attempts += 1
         try:
             fin = open(source.path, "rb")  # noqa: SIM115 - the open error and the copy's errors differ
@@ -695,13 +695,13 @@ class _Job:
             self.meta = PartialState(size=size, url=source.url)
             self._begin(size)
             self._preallocate(size)
-            transfer = _Transfer(self)
+            transfer = Transfer(self)
             transfer.size = size
-            claim = _Claim(0, size)
+            claim = Claim(0, size)
             transfer.active.add(claim)
             self._run_transfer(transfer, claim, fin.readinto, None, None, source=source)
 
-    def _attempt(self, source: _Source) -> None:
+    def _attempt(self, source: Source) -> None:
         """One try at an HTTP source: probe with a ranged GET, then fill the holes over N connections."""
         connections = self.connections
         size = self.meta.size if self.meta.size is not None else self.asset.size
@@ -714,31 +714,31 @@ class _Job:
         probe_end = (
             hole_end
             if connections == 1
-            else min(hole_end or start + _PROBE, start + _piece_size(size, connections))
+            else min(hole_end or start + PROBE, start + piece_size(size, connections))
         )
         last = "" if probe_end is None or probe_end == size else str(probe_end - 1)
         headers = {"Range": f"bytes={start}-{last}"}
         if start and self.meta.etag and self.meta.url == source.url and not self.meta.etag.startswith("W/"):
             headers["If-Range"] = self.meta.etag
-        transfer = _Transfer(self)
+        transfer = Transfer(self)
         self.net.register(transfer)
-        client = _Http(self, transfer)
+        client = HttpClient(self, transfer)
         watchdog = self._watchdog(transfer)
         try:
             self.attempts += 1
             try:
                 resp, transfer.url = client.request(source, source.http_url, headers)
-            except _Aborted:
+            except Aborted:
                 raise transfer.error from None  # the watchdog or Ctrl-C cut the connection
             etag = resp.getheader("ETag")
             if resp.status == 416:
                 client.close()
-                total = _content_range(resp.getheader("Content-Range"))[2]
+                total = parse_content_range(resp.getheader("Content-Range"))[2]
                 if total == 0 and start == 0:
                     self._check_size(source, 0)
                     self.meta = PartialState(size=0, url=source.url, etag=etag)
                     return
-                raise _Changed(
+                raise Changed(
                     f"{redact_url(source.url)} cannot serve bytes from {start} (HTTP 416, size {total}); "
                     "the file changed, starting over"
                 )
@@ -761,7 +761,7 @@ class _Job:
                         redact_url(source.url),
                     )
                     self._discard()
-                claim = _Claim(0, total)
+                claim = Claim(0, total)
                 segmented = False
             self.meta = PartialState(size=total, url=source.url, etag=etag)
             transfer.etag = etag
@@ -787,7 +787,7 @@ class _Job:
             client.close()
             self.net.unregister(transfer)
 
-    def _watchdog(self, transfer: _Transfer) -> threading.Timer | None:
+    def _watchdog(self, transfer: Transfer) -> threading.Timer | None:
         """Cut the transfer when the deadline passes: socket timeouts bound each recv, not a read.
 
         A server that trickles bytes just faster than the stall timeout keeps
@@ -802,10 +802,10 @@ class _Job:
         return timer
 
     def _probe_range(
-        self, source: _Source, resp, start: int, probe_end: int | None, etag: str | None
-    ) -> tuple[_Claim, int]:
+        self, source: Source, resp, start: int, probe_end: int | None, etag: str | None
+    ) -> tuple[Claim, int]:
         header = resp.getheader("Content-Range")
-        first, last, total = _content_range(header)
+        first, last, total = parse_content_range(header)
         expected_last = None if total is None else min(probe_end or total, total) - 1
         if first != start or total is None or last != expected_last:
             asked = f"{start}-{'' if probe_end is None else probe_end - 1}"
@@ -818,19 +818,19 @@ class _Job:
         self._check_size(source, total)
         with self.lock:
             if not self.done.spans:
-                return _Claim(start, last + 1), total  # nothing on disk to protect
+                return Claim(start, last + 1), total  # nothing on disk to protect
         same_url = self.meta.url == source.url
         if self.meta.size is not None and total != self.meta.size:
-            raise _Changed(
+            raise Changed(
                 f"{redact_url(source.url)} now serves {total} bytes, the partial was for "
                 f"{self.meta.size}; starting over"
             )
         if same_url and self.meta.etag and etag and etag != self.meta.etag:
             shown = redact_url(source.url)
-            raise _Changed(f"{shown} changed (ETag {self.meta.etag} -> {etag}); starting over")
-        return _Claim(start, last + 1), total
+            raise Changed(f"{shown} changed (ETag {self.meta.etag} -> {etag}); starting over")
+        return Claim(start, last + 1), total
 
-    def _reader(self, client: _Http, resp: http.client.HTTPResponse) -> Callable[[memoryview], int]:
+    def _reader(self, client: HttpClient, resp: http.client.HTTPResponse) -> Callable[[memoryview], int]:
         def read(view: memoryview) -> int:
             client.set_timeout(self.io_timeout())
             try:
@@ -838,19 +838,19 @@ class _Job:
             except TimeoutError:
                 raise self.stall_error("reading the body") from None
             except (OSError, http.client.HTTPException) as exc:
-                raise DownloadError(f"connection broke: {_describe(exc)}", retryable=True) from None
+                raise DownloadError(f"connection broke: {describe_error(exc)}", retryable=True) from None
 
         return read
 
     def _run_transfer(
         self,
-        transfer: _Transfer,
-        claim: _Claim,
+        transfer: Transfer,
+        claim: Claim,
         read: Callable[[memoryview], int],
-        client: _Http | None,
+        client: HttpClient | None,
         ranged: http.client.HTTPResponse | None,
         *,
-        source: _Source,
+        source: Source,
     ) -> None:
         """Stream the first claim here while helpers take other pieces; a keeper hashes and saves progress.
 
@@ -896,8 +896,8 @@ class _Job:
         if transfer.error is not None:
             raise transfer.error
 
-    def _helper(self, transfer: _Transfer, source: _Source) -> None:
-        client = _Http(self, transfer)
+    def _helper(self, transfer: Transfer, source: Source) -> None:
+        client = HttpClient(self, transfer)
         try:
             self._work(transfer, client, source)
         except BaseException as exc:
@@ -905,9 +905,9 @@ class _Job:
         finally:
             client.close()
 
-    def _work(self, transfer: _Transfer, client: _Http, source: _Source) -> None:
+    def _work(self, transfer: Transfer, client: HttpClient, source: Source) -> None:
         while (claim := transfer.claim()) is not None:
-            if claim is _LATER:
+            if claim is LATER:
                 transfer.abort.wait(0.05)
                 continue
             try:
@@ -921,7 +921,7 @@ class _Job:
                 transfer.release(claim)
 
     def _request_piece(
-        self, transfer: _Transfer, client: _Http, source: _Source, start: int, end: int
+        self, transfer: Transfer, client: HttpClient, source: Source, start: int, end: int
     ) -> http.client.HTTPResponse:
         try:
             resp, _ = client.request(source, transfer.url, {"Range": f"bytes={start}-{end - 1}"})
@@ -931,7 +931,7 @@ class _Job:
             exc.retryable = exc.retryable or not isinstance(exc, _DeadlineExceeded)
             raise
         header = resp.getheader("Content-Range")
-        first, last, total = _content_range(header)
+        first, last, total = parse_content_range(header)
         if resp.status != 206 or (first, last, total) != (start, end - 1, transfer.size):
             client.close()
             raise DownloadError(
@@ -944,24 +944,24 @@ class _Job:
             client.close()
             with self.lock:
                 self.etag_splits.add(self.attempts)
-            raise _Changed(
+            raise Changed(
                 f"{redact_url(source.url)} changed during the download (ETag {transfer.etag} -> {etag}); "
                 "starting over"
             )
         return resp
 
-    def _stream(self, transfer: _Transfer, claim: _Claim, read: Callable[[memoryview], int]) -> None:
+    def _stream(self, transfer: Transfer, claim: Claim, read: Callable[[memoryview], int]) -> None:
         """Copy the body into the partial at the claim's offset until the claim is full (or EOF if open)."""
-        buf = memoryview(bytearray(_BUF))
+        buf = memoryview(bytearray(READ_BUF))
         fd = self.fd
         while True:
             if transfer.abort.is_set():
-                raise _Aborted()
+                raise Aborted()
             with self.lock:
                 pos, end = claim.pos, claim.end
             if end is not None and pos >= end:
                 return
-            n = read(buf if end is None else buf[: min(_BUF, end - pos)])
+            n = read(buf if end is None else buf[: min(READ_BUF, end - pos)])
             if not n:
                 if end is None:
                     return
@@ -987,7 +987,7 @@ class _Job:
                 raise self._no_space(self.cache.partial_path(self.asset.sha256), need) from None
             raise
 
-    def _keep(self, transfer: _Transfer) -> None:
+    def _keep(self, transfer: Transfer) -> None:
         """Hash the completed prefix and save progress every _SAVE_EVERY seconds until the transfer ends."""
         try:
             while not transfer.finished.wait(_SAVE_EVERY):
@@ -998,7 +998,7 @@ class _Job:
         except BaseException as exc:
             transfer.fail(exc)
 
-    def _verify(self, source: _Source) -> None:
+    def _verify(self, source: Source) -> None:
         size = self.meta.size
         if os.fstat(self.fd).st_size > size:
             os.ftruncate(self.fd, size)

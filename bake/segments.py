@@ -18,26 +18,26 @@ if TYPE_CHECKING:
     from bake.fetch import _Job
 
 MIB = 1 << 20
-_BUF = 256 * 1024  # one read from the network, one pwrite
-_PROBE = 4 * MIB  # first ranged request when the size is not known yet
+READ_BUF = 256 * 1024  # one read from the network, one pwrite
+PROBE = 4 * MIB  # first ranged request when the size is not known yet
 _MIN_PIECE = 1 * MIB
 _MAX_PIECE = 64 * MIB
-_STEAL_MIN = 4 * _BUF  # split a busy range only if both halves outlast an in-flight read ...
+_STEAL_MIN = 4 * READ_BUF  # split a busy range only if both halves outlast an in-flight read ...
 _STEAL_AFTER = 0.5  # ... and it would take its connection this many seconds more; else it ends soon anyway
-_HASH_BLOCK = 4 * MIB
+HASH_BLOCK = 4 * MIB
 
 
-class _Changed(DownloadError):
+class Changed(DownloadError):
     """The file behind a source changed (or the partial is inconsistent): start it over."""
 
 
-class _Aborted(Exception):
+class Aborted(Exception):
     """Another thread of the same transfer failed; this one stops quietly."""
 
 
-def _piece_size(size: int | None, connections: int) -> int:
+def piece_size(size: int | None, connections: int) -> int:
     if size is None:
-        return _PROBE
+        return PROBE
     if connections == 1:
         return max(size, 1)
     # About four pieces per connection: the hashed prefix follows closely, and
@@ -45,7 +45,7 @@ def _piece_size(size: int | None, connections: int) -> int:
     return max(_MIN_PIECE, min(_MAX_PIECE, size // (connections * 4)))
 
 
-class _Ranges:
+class Ranges:
     """Sorted, merged, half-open byte ranges [start, end)."""
 
     def __init__(self, ranges: Iterable[tuple[int, int]] = ()) -> None:
@@ -89,7 +89,7 @@ class _Ranges:
         return [(a, b) for a, b in out if a < b]
 
 
-class _Claim:
+class Claim:
     """A byte range one connection is filling; another may steal its tail by lowering ``end``."""
 
     __slots__ = ("end", "pos", "start", "t0")
@@ -107,10 +107,10 @@ class _Claim:
         return (self.end - self.pos) * elapsed / (self.pos - self.start)
 
 
-_LATER = _Claim(0, 0)  # claim() answer: nothing to take yet, ask again shortly
+LATER = Claim(0, 0)  # claim() answer: nothing to take yet, ask again shortly
 
 
-class _PrefixHasher:
+class PrefixHasher:
     """SHA-256 of the file's contiguous completed prefix, read back from the page cache as it grows."""
 
     def __init__(self) -> None:
@@ -120,35 +120,35 @@ class _PrefixHasher:
     def catch_up(self, fd: int, upto: int, limit: int | None = None) -> None:
         stop = upto if limit is None else min(upto, self.pos + limit)
         while self.pos < stop:
-            block = os.pread(fd, min(_HASH_BLOCK, stop - self.pos), self.pos)
+            block = os.pread(fd, min(HASH_BLOCK, stop - self.pos), self.pos)
             if not block:
-                raise _Changed("the partial file is shorter than its progress record; starting it over")
+                raise Changed("the partial file is shorter than its progress record; starting it over")
             self.sha.update(block)
             self.pos += len(block)
 
 
-class _Transfer:
+class Transfer:
     """One attempt at one source: the ranges still unclaimed, the claims in flight, and how to stop them."""
 
     def __init__(self, job: _Job) -> None:
         self.job = job
         self.lock = job.lock
         self.size: int | None = None
-        self.piece = _PROBE
+        self.piece = PROBE
         self.url = ""
         self.etag: str | None = None
         self.unclaimed: list[tuple[int, int]] = []
-        self.active: set[_Claim] = set()
+        self.active: set[Claim] = set()
         self.abort = threading.Event()
         self.finished = threading.Event()
         self.error: BaseException | None = None
         self.conns: set[http.client.HTTPConnection] = set()
 
-    def plan(self, size: int, first: _Claim, connections: int) -> None:
+    def plan(self, size: int, first: Claim, connections: int) -> None:
         """Queue every hole of the partial except what ``first`` already covers."""
         with self.lock:
             self.size = size
-            self.piece = _piece_size(size, connections)
+            self.piece = piece_size(size, connections)
             holes = self.job.done.holes(size)
             self.unclaimed = []
             for a, b in holes:
@@ -165,10 +165,10 @@ class _Transfer:
         with self.lock:
             return sum(-(-(b - a) // self.piece) for a, b in self.unclaimed)
 
-    def claim(self) -> _Claim | None:
+    def claim(self) -> Claim | None:
         """Take the lowest unclaimed piece, else split the slowest-to-finish range in flight.
 
-        Returns None when there is nothing left worth a new request, _LATER
+        Returns None when there is nothing left worth a new request, LATER
         when a range in flight has not shown its rate yet.
         """
         with self.lock:
@@ -181,30 +181,30 @@ class _Transfer:
                     self.unclaimed.pop(0)
                 else:
                     self.unclaimed[0] = (end, b)
-                claim = _Claim(a, end)
+                claim = Claim(a, end)
             else:
                 victim = max(self.active, key=lambda c: c.end - c.pos, default=None)
                 if victim is None or victim.end - victim.pos < _STEAL_MIN:
                     return None
                 left = victim.seconds_left()
                 if left is None:
-                    return _LATER
+                    return LATER
                 if left < _STEAL_AFTER:
                     return None
                 mid = victim.pos + (victim.end - victim.pos) // 2
-                claim = _Claim(mid, victim.end)
+                claim = Claim(mid, victim.end)
                 victim.end = mid
             self.active.add(claim)
             return claim
 
-    def release(self, claim: _Claim) -> None:
+    def release(self, claim: Claim) -> None:
         with self.lock:
             self.active.discard(claim)
 
     def fail(self, exc: BaseException) -> None:
         """Record the first real error and stop every connection of this transfer."""
         with self.lock:
-            if self.error is None and not isinstance(exc, _Aborted):
+            if self.error is None and not isinstance(exc, Aborted):
                 self.error = exc
             conns = list(self.conns)
         self.abort.set()

@@ -79,7 +79,7 @@ def candidate_urls(asset: Asset, options: FetchOptions) -> list[str]:
 
 
 @dataclass(frozen=True)
-class _Source:
+class Source:
     """A candidate URL made concrete: what to GET (or read), and the credentials for one origin."""
 
     url: str
@@ -89,13 +89,13 @@ class _Source:
     auth_origin: tuple | None = None
 
 
-def _origin(url: str) -> tuple:
+def origin_of(url: str) -> tuple:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
 
 
-def _resolve(url: str, options: FetchOptions) -> _Source:
+def resolve_source(url: str, options: FetchOptions) -> Source:
     scheme = urlsplit(url).scheme.lower()
     if scheme == "file":
         parts = urlsplit(url)
@@ -103,13 +103,13 @@ def _resolve(url: str, options: FetchOptions) -> _Source:
             raise DownloadError(
                 f"{url}: file:// URLs must name a local absolute path (file:///...)", retryable=False
             )
-        return _Source(url, path=unquote(parts.path))
+        return Source(url, path=unquote(parts.path))
     if scheme == "hf":
         return _resolve_hf(url, options)
-    return _Source(url, http_url=url)
+    return Source(url, http_url=url)
 
 
-def _resolve_hf(url: str, options: FetchOptions) -> _Source:
+def _resolve_hf(url: str, options: FetchOptions) -> Source:
     """Turn ``hf://[datasets/|spaces/]ORG/REPO[@REVISION]/PATH`` into the Hub's resolve URL and a token."""
     segments = url[len("hf://") :].split("/")
     repo_type = None
@@ -144,7 +144,7 @@ def _resolve_hf(url: str, options: FetchOptions) -> _Source:
         raise DownloadError(str(exc), retryable=False) from None
     token = _hf_token(url, huggingface_hub)
     auth = {"Authorization": f"Bearer {token}"} if token else {}
-    return _Source(url, http_url=resolved, auth=auth, auth_origin=_origin(resolved))
+    return Source(url, http_url=resolved, auth=auth, auth_origin=origin_of(resolved))
 
 
 def _hf_token(url: str, huggingface_hub) -> str | None:

@@ -17,8 +17,8 @@ from urllib.parse import unquote, urljoin, urlsplit
 from bake import __version__
 from bake.errors import DownloadError, ManifestError, UsageError
 from bake.manifest import check_url, redact_url
-from bake.segments import _Aborted, _Transfer
-from bake.sources import _origin, _Source
+from bake.segments import Aborted, Transfer
+from bake.sources import Source, origin_of
 
 if TYPE_CHECKING:
     from bake.fetch import FetchOptions, _Job
@@ -39,7 +39,7 @@ class _HttpStatus(DownloadError):
         self.retry_after = retry_after
 
 
-def _ssl_context(options: FetchOptions) -> ssl.SSLContext:
+def make_ssl_context(options: FetchOptions) -> ssl.SSLContext:
     cafile = options.ca_bundle or os.environ.get("SSL_CERT_FILE") or None
     try:
         return ssl.create_default_context(cafile=cafile)
@@ -63,7 +63,7 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, min(seconds, RETRY_AFTER_CAP))
 
 
-def _content_range(value: str | None) -> tuple[int | None, int | None, int | None]:
+def parse_content_range(value: str | None) -> tuple[int | None, int | None, int | None]:
     match = _CONTENT_RANGE.match(value or "")
     if not match:
         return None, None, None
@@ -71,15 +71,15 @@ def _content_range(value: str | None) -> tuple[int | None, int | None, int | Non
     return (int(first) if first else None, int(last) if last else None, None if total == "*" else int(total))
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text if type(exc).__name__ in text else f"{type(exc).__name__}: {text}"
 
 
-class _Http:
+class HttpClient:
     """One connection's worth of HTTP: keep-alive per origin, proxies, redirects, status mapping."""
 
-    def __init__(self, job: _Job, transfer: _Transfer) -> None:
+    def __init__(self, job: _Job, transfer: Transfer) -> None:
         self.job = job
         self.transfer = transfer
         self.conn: http.client.HTTPConnection | None = None
@@ -98,7 +98,7 @@ class _Http:
             self.conn.sock.settimeout(seconds)
 
     def request(
-        self, source: _Source, url: str, headers: dict[str, str]
+        self, source: Source, url: str, headers: dict[str, str]
     ) -> tuple[http.client.HTTPResponse, str]:
         """GET ``url``, following redirects. Returns (response, final URL) for 200, 206 and 416.
 
@@ -113,13 +113,13 @@ class _Http:
             if urlsplit(url).scheme.lower() not in ("http", "https"):
                 raise DownloadError(f"redirected to {redact_url(url)}, which is not http(s)", retryable=False)
             sent = {"User-Agent": _USER_AGENT, "Accept-Encoding": "identity", **headers}
-            if source.auth and _origin(url) == source.auth_origin:
+            if source.auth and origin_of(url) == source.auth_origin:
                 sent.update(source.auth)
             try:
                 resp = self._send(url, sent)
             except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected) as exc:
                 shown = redact_url(url)
-                raise DownloadError(f"cannot get {shown}: {_describe(exc)}", retryable=True) from None
+                raise DownloadError(f"cannot get {shown}: {describe_error(exc)}", retryable=True) from None
             if resp.status in _REDIRECTS:
                 location = resp.getheader("Location")
                 self._drain(resp)
@@ -152,7 +152,7 @@ class _Http:
         self.close()
 
     def _send(self, url: str, headers: dict[str, str]) -> http.client.HTTPResponse:
-        reused = self.conn is not None and self.key == _origin(url)
+        reused = self.conn is not None and self.key == origin_of(url)
         try:
             return self._send_once(url, headers)
         except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
@@ -163,14 +163,14 @@ class _Http:
     def _send_once(self, url: str, headers: dict[str, str]) -> http.client.HTTPResponse:
         """Send one GET; lets a reset escape so _send can tell a stale keep-alive connection."""
         parts = urlsplit(url)
-        if self.conn is None or self.key != _origin(url):
+        if self.conn is None or self.key != origin_of(url):
             self.close()
             self.conn = self._connect(parts)
-            self.key = _origin(url)
+            self.key = origin_of(url)
             with self.transfer.lock:
                 self.transfer.conns.add(self.conn)
         if self.transfer.abort.is_set():
-            raise _Aborted()
+            raise Aborted()
         conn = self.conn
         timeout = self.job.io_timeout()
         conn.timeout = timeout
@@ -198,7 +198,8 @@ class _Http:
             raise
         except (OSError, http.client.HTTPException) as exc:
             self.close()
-            raise DownloadError(f"cannot get {redact_url(url)}: {_describe(exc)}", retryable=True) from None
+            shown = redact_url(url)
+            raise DownloadError(f"cannot get {shown}: {describe_error(exc)}", retryable=True) from None
         with self.job.lock:
             self.job.requests += 1
         return resp
