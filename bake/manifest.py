@@ -188,7 +188,7 @@ def parse_asset(raw: object, index: int, *, allow_http: bool = False) -> Asset:
 
 def _load_toml(text: str, source: str) -> dict:
     try:
-        import tomllib
+        import tomllib  # novermin - Python 3.10 falls back to tomli below
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
     try:
