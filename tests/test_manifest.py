@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 
 import pytest
 
 from bake import manifest
-from bake.errors import ManifestError
+from bake.errors import ManifestError, UsageError
 
 REPO = Path(__file__).resolve().parents[1]
 VOCAB_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
@@ -187,3 +188,11 @@ def test_digest_ignores_urls_and_order() -> None:
 def test_unreadable_manifest(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match="cannot read it"):
         manifest.load_manifest(tmp_path / "missing.toml")
+
+
+def test_missing_toml_reader_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Python 3.10 without tomli: no tomllib and no fallback.
+    monkeypatch.setitem(sys.modules, "tomllib", None)
+    monkeypatch.setitem(sys.modules, "tomli", None)
+    with pytest.raises(UsageError, match="needs tomli"):
+        manifest.parse_manifest(entry())
