@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
-from bake.errors import ManifestError, UsageError
+from bake.errors import ManifestError
 
 DEFAULT_MANIFEST = "docker/assets.toml"
 
@@ -188,15 +188,9 @@ def parse_asset(raw: object, index: int, *, allow_http: bool = False) -> Asset:
 
 def _load_toml(text: str, source: str) -> dict:
     try:
-        import tomllib  # novermin - Python 3.10 falls back to tomli below
-    except ModuleNotFoundError:  # Python 3.10
-        try:
-            import tomli as tomllib
-        except ModuleNotFoundError:
-            raise UsageError(
-                f"{source}: reading a manifest on Python 3.10 needs tomli (pip install tomli); "
-                "inside an image, `bake verify --dest DIR` needs no manifest: it checks bake.lock.json"
-            ) from None
+        import tomllib  # novermin - Python 3.10 falls back to the vendored tomli
+    except ModuleNotFoundError:
+        from bake._vendor import tomli as tomllib
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -18,7 +18,7 @@ echo "== lint"
 ruff check .
 ruff format --check .
 # Ubuntu 22.04 ROCm images run bake verify/doctor on Python 3.10.
-vermin --no-tips --violations --eval-annotations -t=3.10- bake scripts tests
+vermin --no-tips --violations --eval-annotations -t=3.10- --exclude-regex '^bake/_vendor/' bake scripts tests
 shellcheck scripts/*.sh docker/bake.sh .ci/run
 hadolint docker/Dockerfile tests/image/*.Dockerfile
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bake import manifest
-from bake.errors import ManifestError, UsageError
+from bake.errors import ManifestError
 
 REPO = Path(__file__).resolve().parents[1]
 VOCAB_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
@@ -190,9 +190,10 @@ def test_unreadable_manifest(tmp_path: Path) -> None:
         manifest.load_manifest(tmp_path / "missing.toml")
 
 
-def test_missing_toml_reader_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Python 3.10 without tomli: no tomllib and no fallback.
+def test_python_310_reads_manifests_with_the_vendored_tomli(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Python 3.10 has no tomllib, and a FETCH_IMAGE has no pip: bake carries tomli itself.
     monkeypatch.setitem(sys.modules, "tomllib", None)
-    monkeypatch.setitem(sys.modules, "tomli", None)
-    with pytest.raises(UsageError, match="needs tomli"):
-        manifest.parse_manifest(entry())
+    (asset,) = manifest.parse_manifest(entry(size=3))
+    assert asset.size == 3
+    with pytest.raises(ManifestError, match="not valid TOML"):
+        manifest.parse_manifest("[[asset]\n")
