@@ -42,6 +42,11 @@ variable "BAKE_FETCH_ARGS" {
   default     = ""
 }
 
+variable "HF_ENDPOINT" {
+  description = "Hub endpoint for hf:// sources (a mirror); unset means huggingface.co."
+  default     = null
+}
+
 variable "IMAGE_NAME" {
   description = "Repository name of the final image."
   default     = "bake/rocm"
@@ -68,6 +73,7 @@ target "_common" {
     ASSET_MIRRORS   = ASSET_MIRRORS
     ASSET_DIGEST    = ASSET_DIGEST
     BAKE_FETCH_ARGS = BAKE_FETCH_ARGS
+    HF_ENDPOINT     = HF_ENDPOINT
   }
   labels = {
     "org.opencontainers.image.title"       = "bake ROCm CI image"

@@ -27,8 +27,17 @@ variable "IMAGE_NAME" {
   default     = "bake/rocm-test"
 }
 
+variable "BAKE_TEST_CA_BUNDLE" {
+  description = "CA bundle handed to the fetch stage as the ca_bundle secret (needs --allow=fs.read=FILE)."
+  default     = ""
+}
+
 target "_common" {
   network = "host"
-  # A dummy token, handed over exactly as a real Hub token would be.
-  secret = ["id=hf_token,env=BAKE_TEST_HF_TOKEN"]
+  # A dummy token, handed over exactly as a real Hub token would be; and, when
+  # asked for, the machine's CA, which pip needs to reach PyPI for hf:// sources.
+  secret = concat(
+    ["id=hf_token,env=BAKE_TEST_HF_TOKEN"],
+    BAKE_TEST_CA_BUNDLE == "" ? [] : ["id=ca_bundle,src=${BAKE_TEST_CA_BUNDLE}"],
+  )
 }

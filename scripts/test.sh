@@ -19,7 +19,7 @@ ruff check .
 ruff format --check .
 # Ubuntu 22.04 ROCm images run bake verify/doctor on Python 3.10.
 vermin --no-tips --violations --eval-annotations -t=3.10- --exclude-regex '^bake/_vendor/' bake scripts tests
-shellcheck scripts/*.sh docker/bake.sh .ci/run
+shellcheck scripts/*.sh docker/*.sh .ci/run
 hadolint docker/Dockerfile tests/image/*.Dockerfile
 
 echo "== docker toolchain"
