@@ -38,7 +38,8 @@ def hf_export(hub: tuple[Mirror, Mirror], tmp_path_factory: pytest.TempPathFacto
         REPO_ID, "main", "speech_tokenizer_v3.onnx", DATA, cdn=cdn, token=required_env("BAKE_TEST_HF_TOKEN")
     )
     # The manifest must sit inside the build context; .work/ is git-ignored scratch. The hf://
-    # URL is the origin here (HF_ENDPOINT is loopback), so the override's --no-origin is dropped.
+    # URL is the origin here (HF_ENDPOINT is loopback), so the override's --no-origin is dropped,
+    # and a private cache dir keeps an earlier run's cache mount from serving the bytes.
     manifest = REPO / ".work" / "hf-assets.toml"
     manifest.parent.mkdir(exist_ok=True)
     manifest.write_text(
@@ -50,7 +51,8 @@ def hf_export(hub: tuple[Mirror, Mirror], tmp_path_factory: pytest.TempPathFacto
     out = tmp_path_factory.mktemp("hf-export")
     buildx_bake(
         f"--allow=fs.read={MACHINE_CA}", "--set", f"assets.output=type=local,dest={out}", "assets",
-        ASSET_MANIFEST=".work/hf-assets.toml", ASSET_DIGEST="", ASSET_MIRRORS="", BAKE_FETCH_ARGS="",
+        ASSET_MANIFEST=".work/hf-assets.toml", ASSET_DIGEST="", ASSET_MIRRORS="",
+        BAKE_FETCH_ARGS="--cache-dir /tmp/bake-uncached",
         HF_ENDPOINT=hub_server.base_url, BAKE_TEST_CA_BUNDLE=MACHINE_CA,
     )  # fmt: skip
     manifest.unlink()
