@@ -8,6 +8,7 @@ refuses requests without the token, which reaches the build only as the
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,7 +40,8 @@ def hf_export(hub: tuple[Mirror, Mirror], tmp_path_factory: pytest.TempPathFacto
     )
     # The manifest must sit inside the build context; .work/ is git-ignored scratch. The hf://
     # URL is the origin here (HF_ENDPOINT is loopback), so the override's --no-origin is dropped,
-    # and a private cache dir keeps an earlier run's cache mount from serving the bytes.
+    # and a fresh private cache dir keeps an earlier run's cache mount, or its cached RUN, from
+    # serving the bytes.
     manifest = REPO / ".work" / "hf-assets.toml"
     manifest.parent.mkdir(exist_ok=True)
     manifest.write_text(
@@ -52,7 +54,7 @@ def hf_export(hub: tuple[Mirror, Mirror], tmp_path_factory: pytest.TempPathFacto
     buildx_bake(
         f"--allow=fs.read={MACHINE_CA}", "--set", f"assets.output=type=local,dest={out}", "assets",
         ASSET_MANIFEST=".work/hf-assets.toml", ASSET_DIGEST="", ASSET_MIRRORS="",
-        BAKE_FETCH_ARGS="--cache-dir /tmp/bake-uncached",
+        BAKE_FETCH_ARGS=f"--cache-dir /tmp/bake-uncached-{uuid.uuid4().hex}",
         HF_ENDPOINT=hub_server.base_url, BAKE_TEST_CA_BUNDLE=MACHINE_CA,
     )  # fmt: skip
     manifest.unlink()
