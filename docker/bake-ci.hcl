@@ -1,6 +1,8 @@
 # Example CI override, layered the way vLLM's ROCm CI layers its bake files:
 #   docker buildx bake -f docker-bake.hcl -f docker/bake-ci.hcl
-# Site specifics live here, never in the base file.
+# Site specifics live here, never in the base file. Registry cache export needs
+# a docker-container builder (`docker buildx create --use`); on the engine's
+# default docker driver use `bake build --assets-image` instead (see README).
 
 variable "CI_REGISTRY" {
   description = "Registry the AMD agents pull from."
