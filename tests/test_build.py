@@ -8,7 +8,6 @@ import re
 import shutil
 import stat
 import subprocess
-import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -19,16 +18,7 @@ from bake.build import run_build
 from bake.context import export_context
 from bake.errors import BuildError, ContextDirty, GitError
 from tests.isolation import isolate_git
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def git(cwd: Path, *args: str) -> bytes:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True).stdout
-
-
-def sh(cwd: Path, script: str) -> None:
-    subprocess.run(["sh", "-eu", "-c", script], cwd=cwd, check=True, capture_output=True)
+from tests.runners import bake, git, sh
 
 
 @pytest.fixture(autouse=True)
@@ -211,13 +201,6 @@ def test_docker_missing_is_a_build_error(repo: Path, tmp_path: Path, monkeypatch
     with pytest.raises(BuildError, match="cannot run `docker buildx bake`") as caught:
         run_build(repo, ["default"])
     assert caught.value.exit_code == 5
-
-
-def bake(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "bake", *args], cwd=cwd, env=env, capture_output=True, text=True
-    )
 
 
 CLI = {

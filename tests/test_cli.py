@@ -6,24 +6,11 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def bake(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "bake", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=full_env,
-        timeout=120,
-    )
+from tests.runners import REPO, bake
 
 
 @pytest.fixture

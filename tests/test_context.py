@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,13 +13,9 @@ import pytest
 from bake.context import check_context, export_context
 from bake.errors import ContextDirty, GitError, UsageError
 from tests.isolation import isolate_git
+from tests.runners import bake, git, sh
 
-REPO = Path(__file__).resolve().parents[1]
 REAL_GIT = shutil.which("git")
-
-
-def git(cwd: Path, *args: str) -> bytes:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True).stdout
 
 
 def commit_all(cwd: Path, message: str = "c") -> None:
@@ -60,10 +54,6 @@ def superproject(tmp_path: Path, repo: Path) -> Path:
     git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(upstream), "sub")
     commit_all(repo, "add submodule")
     return repo
-
-
-def sh(cwd: Path, script: str) -> None:
-    subprocess.run(["sh", "-eu", "-c", script], cwd=cwd, check=True, capture_output=True)
 
 
 # ---- exit 0: mode drift is tolerated ---------------------------------------------------------
@@ -469,13 +459,6 @@ def test_failed_export_leaves_nothing_behind(tmp_path: Path) -> None:
 
 
 # ---- the command line ----------------------------------------------------------------------------
-
-
-def bake(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "bake", *args], cwd=cwd, env=env, capture_output=True, text=True
-    )
 
 
 CLI = {
