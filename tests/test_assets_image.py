@@ -7,7 +7,6 @@ The real thing (a registry, a wiped builder, a second bake file) runs in scripts
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -20,6 +19,7 @@ from bake.build import run_build
 from bake.errors import BuildError, UsageError
 from bake.manifest import load_manifest, manifest_digest, select
 from tests.isolation import isolate_git
+from tests.runners import git
 
 REPO = "127.0.0.1:5000/bake-assets"
 SHA_A = "a" * 64
@@ -136,7 +136,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / "docker").mkdir(parents=True)
     (root / "docker/assets.toml").write_text(MANIFEST)
     for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "initial"]):
-        subprocess.run(["git", *cmd], cwd=root, check=True, capture_output=True)
+        git(root, *cmd)
     return root
 
 
