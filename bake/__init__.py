@@ -1,3 +1,3 @@
 """bake: verified asset layers for ROCm CI images."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
