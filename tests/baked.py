@@ -1,0 +1,51 @@
+"""A small asset directory baked the way a build bakes it: generated consumer files, a loopback mirror,
+``bake fetch`` with ``--no-origin``, then ``bake seal``.
+
+The manifest keeps the production origin URLs (so the consumers' naming rules hold) and every
+fetch rewrites them onto the loopback mirror, so nothing leaves 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from tests.assets import CHECKPOINT_MIRROR_PATH, O200K_MIRROR_PATH, O200K_URL, checkpoint_bytes, mirror_args
+from tests.mirror import Mirror
+
+S3_URL = "https://www.modelscope.cn/" + CHECKPOINT_MIRROR_PATH.removeprefix("modelscope/")
+S3_PATH = "s3tokenizer/speech_tokenizer_v3_25hz.onnx"
+VOCAB_PATH = "tiktoken/" + hashlib.sha1(O200K_URL.encode()).hexdigest()
+# Small stand-ins with the production names; their hashes go into the manifest.
+FILES = {
+    S3_PATH: checkpoint_bytes(96 * 1024, seed=b"bake-native-pod-checkpoint"),
+    VOCAB_PATH: checkpoint_bytes(24 * 1024, seed=b"bake-native-pod-vocab"),
+}
+URLS = {S3_PATH: S3_URL, VOCAB_PATH: O200K_URL}
+MIRROR_FILES = {"/" + CHECKPOINT_MIRROR_PATH: FILES[S3_PATH], "/" + O200K_MIRROR_PATH: FILES[VOCAB_PATH]}
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_manifest(path: Path) -> Path:
+    """Write a manifest naming FILES (omni: both, vllm: the vocab) and return its path."""
+    entries = []
+    for rel, data in FILES.items():
+        name = Path(rel).name.split(".")[0]
+        groups = '["vllm", "omni"]' if rel == VOCAB_PATH else '["omni"]'
+        entries.append(
+            f'[[asset]]\nname = "{name}"\npath = "{rel}"\nsha256 = "{sha256(data)}"\n'
+            f'size = {len(data)}\nurls = ["{URLS[rel]}"]\ngroups = {groups}\n'
+        )
+    path.write_text("\n".join(entries))
+    return path
+
+
+def serve(mirror: Mirror) -> list[str]:
+    """Add FILES to ``mirror`` and return the ``bake fetch`` options that reach only it."""
+    for path, data in MIRROR_FILES.items():
+        mirror.add(path, data)
+    base = mirror.url("/").rstrip("/")
+    return [*(f"--mirror={m}" for m in mirror_args(base)), "--no-origin"]
