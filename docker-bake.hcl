@@ -1,7 +1,8 @@
 # bake: verified asset layers for ROCm CI images.
 #
 #   docker buildx bake                  # the image (group "default")
-#   docker buildx bake assets --set assets.output=type=local,dest=DIR
+#   docker buildx bake assets --set assets.output=type=local,dest=DIR   # DIR/opt/bake/assets/…
+#   docker buildx bake tool             # bake itself as an image (ENTRYPOINT bake)
 #   docker buildx bake --print          # what would be built, resolved
 #
 # Site specifics (cache, registries, network) belong in -f override files:
@@ -52,6 +53,11 @@ variable "IMAGE_NAME" {
   default     = "bake/rocm"
 }
 
+variable "TOOL_NAME" {
+  description = "Repository name of the bake tool image (bake and bake-entrypoint, no assets)."
+  default     = "bake/tool"
+}
+
 variable "IMAGE_TAG" {
   description = "Tag of the final image."
   default     = "local"
@@ -95,6 +101,18 @@ target "assets" {
 target "image" {
   inherits = ["_common", "docker-metadata-action"]
   target   = "image"
+}
+
+# bake itself on a small python3, for agents without Python:
+#   docker run --rm --network none -v DIR:/assets:ro bake/tool:local verify --dest /assets
+target "tool" {
+  inherits = ["_common"]
+  target   = "tool"
+  tags     = ["${TOOL_NAME}:${IMAGE_TAG}"]
+  labels = {
+    "org.opencontainers.image.title"       = "bake"
+    "org.opencontainers.image.description" = "bake verify, doctor and fetch, and bake-entrypoint, for hosts without Python"
+  }
 }
 
 group "default" {
