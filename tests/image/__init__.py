@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import stat
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import docker as docker_sdk
 from bake.manifest import Asset, load_manifest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,6 +45,12 @@ def required_env(name: str) -> str:
     if not value:
         fail_or_skip(f"{name} is not set: run the image tests through scripts/test.sh, which sets it")
     return value
+
+
+@functools.cache
+def engine() -> docker_sdk.DockerClient:
+    """The engine through the docker SDK (``docker.from_env()``: DOCKER_HOST and the rest, as the CLI)."""
+    return docker_sdk.from_env(timeout=600)
 
 
 def docker(
