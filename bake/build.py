@@ -11,8 +11,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from bake import assets_image as assets_image_mod
-from bake.context import LISTING_LIMIT, check_context, describe_exit, export_context
-from bake.errors import BuildError
+from bake.context import LISTING_LIMIT, ContextReport, check_context, describe_exit, export_context
+from bake.errors import BuildError, ContextDirty
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +29,17 @@ def run_build(
 
     A failed check raises its own error (ContextDirty, GitError) before anything is built. With
     ``export`` every target's context is an export of HEAD's tree (``--set *.context=DIR``), so
-    untracked files and mode drift never reach BuildKit. With ``assets_image`` (a repository) the
-    asset layer comes from ``REPO:<manifest digest>``, which is built and pushed first when the
-    registry lacks it (see bake.assets_image). Raises BuildError when bake fails (its exit code in
-    the message) or docker cannot be run, UsageError for an assets image that cannot serve the targets.
+    untracked files, mode drift and uncommitted edits never reach BuildKit: tracked changes are
+    then a warning naming them (unless ``strict``), and HEAD is built. With ``assets_image`` (a
+    repository) the asset layer comes from ``REPO:<manifest digest>``, which is built and pushed
+    first when the registry lacks it (see bake.assets_image). Raises BuildError when bake fails
+    (its exit code in the message) or docker cannot be run, UsageError for an assets image that
+    cannot serve the targets.
     """
     directory = Path(directory).absolute()
     if assets_image is not None:
         assets_image_mod.check_repo(assets_image)
-    report = check_context(directory, strict=strict)
+    report = _checked(directory, export=export, strict=strict)
     with ExitStack() as stack:
         overrides: list[str] = []
         if export:
@@ -45,7 +47,7 @@ def run_build(
             exported = export_context(directory, tmp / "context")
             # buildx >= 0.20 refuses to read outside the working directory unless allowed.
             overrides = ["--set", f"*.context={exported}", f"--allow=fs.read={exported}"]
-        elif report.untracked:
+        elif report is not None and report.untracked:
             log.warning(
                 "%d untracked file(s) in %s enter the build context (commit, ignore or .dockerignore them, "
                 "or use --export): %s",
@@ -64,6 +66,23 @@ def run_build(
             args += image.consume_args()
         _bake(directory, args)
     return 0
+
+
+def _checked(directory: Path, *, export: bool, strict: bool) -> ContextReport | None:
+    """Run the context check; return its report, or None when an export makes the changes moot."""
+    try:
+        return check_context(directory, strict=strict)
+    except ContextDirty as exc:
+        if strict:
+            raise
+        reason, _, listing = str(exc).partition("\n")
+        if export:
+            log.warning(
+                "%s\n%s\n--export builds HEAD's tree: these changes are not in the build", reason, listing
+            )
+            return None
+        way_forward = "; or run `bake build --export` to build HEAD's tree without them"
+        raise ContextDirty("\n".join(filter(None, (reason + way_forward, listing)))) from None
 
 
 def _bake(directory: Path, args: Sequence[str]) -> None:

@@ -89,17 +89,27 @@ def tree_modes(root: Path) -> dict[str, int]:
 
 # ---- the wrapper, with a fake docker ---------------------------------------------------------------
 
+# (script, strict, error, whether --export still refuses: it builds HEAD's tree, so uncommitted
+# tracked changes cannot reach it and are only a warning; --strict and git failures still refuse)
 FAILED_CHECKS = {
-    "content edit": ("echo x >> run.sh", False, ContextDirty),
-    "staged deletion": ("git rm -q src/app.py", False, ContextDirty),
-    "untracked file with strict": ("echo x > stray.txt", True, ContextDirty),
-    "not a repository": ("rm -rf .git", False, GitError),
-    "corrupt index": ("head -c 64 /dev/urandom > .git/index", False, GitError),
+    "content edit": ("echo x >> run.sh", False, ContextDirty, False),
+    "staged deletion": ("git rm -q src/app.py", False, ContextDirty, False),
+    "content edit with strict": ("echo x >> run.sh", True, ContextDirty, True),
+    "untracked file with strict": ("echo x > stray.txt", True, ContextDirty, True),
+    "not a repository": ("rm -rf .git", False, GitError, True),
+    "corrupt index": ("head -c 64 /dev/urandom > .git/index", False, GitError, True),
 }
 
 
-@pytest.mark.parametrize(("script", "strict", "error"), FAILED_CHECKS.values(), ids=FAILED_CHECKS.keys())
-@pytest.mark.parametrize("export", [False, True], ids=["in place", "export"])
+REFUSALS = [
+    pytest.param(script, strict, error, export, id=f"{name}, {'export' if export else 'in place'}")
+    for name, (script, strict, error, export_refuses) in FAILED_CHECKS.items()
+    for export in (False, True)
+    if export_refuses or not export
+]
+
+
+@pytest.mark.parametrize(("script", "strict", "error", "export"), REFUSALS)
 def test_failed_check_never_runs_bake(
     repo: Path,
     fake_docker: Callable[[str], Path],
@@ -113,6 +123,28 @@ def test_failed_check_never_runs_bake(
     with pytest.raises(error):
         run_build(repo, ["default"], export=export, strict=strict)
     assert not (record / "argv").exists()
+
+
+def test_dirty_refusal_says_how_to_proceed(repo: Path, fake_docker: Callable[[str], Path]) -> None:
+    fake_docker("exit 0")
+    sh(repo, "echo x >> run.sh")
+    with pytest.raises(ContextDirty) as caught:
+        run_build(repo, ["default"])
+    reason = str(caught.value).splitlines()[0]
+    assert "Commit" in reason and "`bake build --export` to build HEAD's tree" in reason
+    assert "M\trun.sh" in str(caught.value).splitlines()
+
+
+def test_export_builds_head_over_edits(
+    repo: Path, fake_docker: Callable[[str], Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    record = fake_docker("exit 0")
+    sh(repo, "echo edited >> run.sh && git rm -q src/app.py")
+    with caplog.at_level(logging.WARNING, logger="bake.build"):
+        assert run_build(repo, ["default"], export=True) == 0
+    assert tree_files(record / "context") == head_files(repo)
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "run.sh" in warning and "src/app.py" in warning and "not in the build" in warning
 
 
 BAKE_FAILURES = {
@@ -206,6 +238,7 @@ def test_docker_missing_is_a_build_error(repo: Path, tmp_path: Path, monkeypatch
 CLI = {
     "success": ("", "exit 0", 0, ""),
     "dirty context": ("echo x >> run.sh", "exit 0", 1, "M\trun.sh"),
+    "dirty context, the way forward": ("echo x >> run.sh", "exit 0", 1, "or run `bake build --export`"),
     "corrupt index": ("head -c 64 /dev/urandom > .git/index", "exit 0", 4, "index check failed"),
     "bake fails": ("", "exit 3", 5, "(exit 3)"),
 }
