@@ -1,11 +1,11 @@
 """Checks the running local Docker toolchain that scripts/toolchain.sh provides."""
 
 import os
-import shutil
 import subprocess
 import urllib.request
 from pathlib import Path
 
+import docker
 import pytest
 
 pytestmark = pytest.mark.docker
@@ -21,24 +21,28 @@ def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def engine() -> None:
-    """Skips the module without an engine, or fails it when CI=true."""
-    if shutil.which("docker") is None:
-        problem = "no docker client on PATH"
-    else:
-        info = _run("docker", "info", "--format", "{{.ServerVersion}}")
-        problem = "" if info.returncode == 0 else f"the Docker engine does not answer: {info.stderr.strip()}"
-    if problem:
-        message = f"{problem}; run `scripts/toolchain.sh up` as root"
+@pytest.fixture(scope="module")
+def engine() -> docker.DockerClient:
+    """The engine through the docker SDK; skips the module without one, or fails it when CI=true."""
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        message = f"the Docker engine does not answer ({exc}); run `scripts/toolchain.sh up` as root"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
+    return client
 
 
-def test_engine_has_no_bridge_network() -> None:
-    drivers = _run("docker", "network", "ls", "--format", "{{.Driver}}").stdout.split()
-    assert "bridge" not in drivers
+@pytest.fixture(scope="module", autouse=True)
+def engine_answers(engine: docker.DockerClient) -> None:
+    """Every test here needs the engine, even those that use only the CLI (buildx has no SDK)."""
+
+
+def test_engine_has_no_bridge_network(engine: docker.DockerClient) -> None:
+    drivers = [network.attrs["Driver"] for network in engine.networks.list()]
+    assert drivers and "bridge" not in drivers
 
 
 def test_buildx_bake_has_allow() -> None:
@@ -66,17 +70,16 @@ def test_registry_answers_on_loopback() -> None:
     [(BASE, True), (BASE_ALT, False)],
     ids=["bookworm", "bookworm-slim"],
 )
-def test_standin_runs_python_offline(image: str, has_pip: bool) -> None:
+def test_standin_runs_python_offline(engine: docker.DockerClient, image: str, has_pip: bool) -> None:
     probe = "import sys, importlib.util as u; print(*sys.version_info[:2], u.find_spec('pip') is not None)"
-    run = _run("docker", "run", "--rm", "--network", "none", image, "python3", "-c", probe)
-    assert run.returncode == 0, run.stderr
-    major, minor, pip = run.stdout.split()
+    out = engine.containers.run(image, ["python3", "-c", probe], network_mode="none", remove=True)
+    major, minor, pip = out.decode().split()
     assert (int(major), int(minor)) >= (3, 10)
     assert pip == str(has_pip)
 
 
 @pytest.mark.parametrize("image", [BASE, BASE_ALT], ids=["bookworm", "bookworm-slim"])
-def test_standin_is_kept_in_registry(image: str) -> None:
+def test_standin_is_kept_in_registry(engine: docker.DockerClient, image: str) -> None:
     tag = image.rsplit(":", 1)[1]
     request = urllib.request.Request(
         f"http://{REGISTRY}/v2/rocm-standin/manifests/{tag}",
@@ -85,5 +88,4 @@ def test_standin_is_kept_in_registry(image: str) -> None:
     )
     with _LOOPBACK.open(request, timeout=10) as response:
         digest = response.headers["Docker-Content-Digest"]
-    repo_digests = _run("docker", "image", "inspect", "--format", "{{json .RepoDigests}}", image).stdout
-    assert f"{REGISTRY}/rocm-standin@{digest}" in repo_digests
+    assert f"{REGISTRY}/rocm-standin@{digest}" in engine.images.get(image).attrs["RepoDigests"]

@@ -10,9 +10,9 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+import docker as docker_sdk
 import pytest
 
-import docker as docker_sdk
 from bake.manifest import Asset, load_manifest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,6 +51,27 @@ def required_env(name: str) -> str:
 def engine() -> docker_sdk.DockerClient:
     """The engine through the docker SDK (``docker.from_env()``: DOCKER_HOST and the rest, as the CLI)."""
     return docker_sdk.from_env(timeout=600)
+
+
+def inspect_image(ref: str) -> dict:
+    """The engine's inspection of image ``ref`` (labels, RootFS layers, RepoTags…). Raises ImageNotFound."""
+    return engine().images.get(ref).attrs
+
+
+def remove_image(ref: str) -> None:
+    """Remove image ``ref`` (a tag or an ID), whatever still names it; a missing image is fine."""
+    try:
+        engine().images.remove(ref, force=True)
+    except docker_sdk.errors.ImageNotFound:
+        pass
+
+
+def push(ref: str) -> None:
+    """Push ``ref``. Raises AssertionError naming the error the registry sent (the SDK only streams it)."""
+    repository, tag = ref.rsplit(":", 1)
+    for line in engine().images.push(repository, tag, stream=True, decode=True):
+        if "error" in line:
+            raise AssertionError(f"push {ref}: {line['error']}")
 
 
 def docker(

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from . import ASSET_ROOT, MANIFEST, VOCAB_ASSET, bake_image, docker
+from . import ASSET_ROOT, MANIFEST, VOCAB_ASSET, bake_image, inspect_image, remove_image
 
 pytestmark = pytest.mark.docker
 
@@ -35,14 +35,10 @@ ENCODING_LINK = f"{ROOT}/tiktoken/o200k_base.tiktoken"
 LAYER_ENTRIES = ["opt", "opt/bake", *ASSET_DIRS, *ASSET_FILES, ENCODING_LINK]
 
 
-def inspect(ref: str) -> dict:
-    return json.loads(docker("image", "inspect", ref).stdout)[0]
-
-
 def asset_layer(ref: str) -> tuple[int, str]:
     """Return the index and diff-ID of the first layer of ``ref`` that its base image lacks."""
-    config = inspect(ref)
-    base_layers = set(inspect(config["Config"]["Labels"][BASE_LABEL])["RootFS"]["Layers"])
+    config = inspect_image(ref)
+    base_layers = set(inspect_image(config["Config"]["Labels"][BASE_LABEL])["RootFS"]["Layers"])
     return next((i, d) for i, d in enumerate(config["RootFS"]["Layers"]) if d not in base_layers)
 
 
@@ -59,7 +55,7 @@ def no_cache_rebuild(image: str, base: str) -> Iterator[str]:
     fetch_args = "--no-origin --connections 1 --cache-dir /tmp/bake-uncached"
     bake_image(tag, "--no-cache", BASE_IMAGE=base, BAKE_FETCH_ARGS=fetch_args)
     yield tag
-    docker("rmi", tag, check=False)
+    remove_image(tag)
 
 
 @pytest.fixture(scope="module")
@@ -69,12 +65,12 @@ def other_base_build(image: str, base: str) -> Iterator[str]:
     tag = f"bake/rocm-test:other-base-{uuid.uuid4().hex[:8]}"
     bake_image(tag, BASE_IMAGE=ALT_BASE)
     yield tag
-    docker("rmi", tag, check=False)
+    remove_image(tag)
 
 
 def test_asset_layer_directly_follows_the_base(image: str, base: str) -> None:
     index, _ = asset_layer(image)
-    assert inspect(image)["RootFS"]["Layers"][:index] == inspect(base)["RootFS"]["Layers"]
+    assert inspect_image(image)["RootFS"]["Layers"][:index] == inspect_image(base)["RootFS"]["Layers"]
 
 
 def test_no_cache_rebuild_has_the_same_asset_layer(image: str, no_cache_rebuild: str) -> None:
@@ -82,7 +78,9 @@ def test_no_cache_rebuild_has_the_same_asset_layer(image: str, no_cache_rebuild:
 
 
 def test_other_base_build_really_has_another_base(image: str, other_base_build: str) -> None:
-    assert inspect(other_base_build)["RootFS"]["Layers"][0] != inspect(image)["RootFS"]["Layers"][0]
+    assert (
+        inspect_image(other_base_build)["RootFS"]["Layers"][0] != inspect_image(image)["RootFS"]["Layers"][0]
+    )
 
 
 def test_other_base_build_has_the_same_asset_layer(image: str, other_base_build: str) -> None:

@@ -18,8 +18,11 @@ from . import (
     PROBE_TOKENS,
     VOCAB_ASSET,
     VOCAB_NAME,
-    docker,
+    docker_sdk,
+    engine,
     fail_or_skip,
+    push,
+    remove_image,
     run_image,
     tree_snapshot,
 )
@@ -32,7 +35,7 @@ UNRELATED_VOCAB = "0123456789abcdef0123456789abcdef01234567"
 
 
 def image_id(ref: str) -> str:
-    return docker("image", "inspect", "--format", "{{.Id}}", ref).stdout.strip()
+    return engine().images.get(ref).id
 
 
 @pytest.fixture(scope="module")
@@ -56,15 +59,19 @@ def round_trip(clients_image: str, registry: str) -> Iterator[dict]:
     """
     original = image_id(clients_image)
     remote = f"{registry}/bake-test/rocm-clients:{original.split(':')[-1][:16]}"
-    docker("tag", clients_image, remote)
-    docker("push", remote, timeout=900)
-    local_tags = json.loads(docker("image", "inspect", "--format", "{{json .RepoTags}}", original).stdout)
+    images = engine().images
+    assert images.get(clients_image).tag(remote)
+    push(remote)
+    local_tags = images.get(original).tags
     for tag in local_tags:
-        docker("rmi", tag)
-    still_there = docker("image", "inspect", original, check=False).returncode == 0
-    docker("pull", remote, timeout=900)
-    pulled = image_id(remote)
-    docker("tag", remote, clients_image)  # the session's clients image, for the tests that follow
+        images.remove(tag)
+    try:
+        images.get(original)
+        still_there = True
+    except docker_sdk.errors.ImageNotFound:
+        still_there = False
+    pulled = images.pull(remote).id
+    assert images.get(remote).tag(clients_image)  # the session's clients image, for the tests that follow
     try:
         yield {
             "remote": remote,
@@ -73,7 +80,7 @@ def round_trip(clients_image: str, registry: str) -> Iterator[dict]:
             "ids": (original, pulled),
         }
     finally:
-        docker("rmi", remote, check=False)
+        remove_image(remote)
 
 
 def test_every_local_tag_was_removed_before_the_pull(round_trip: dict, clients_image: str) -> None:
