@@ -413,6 +413,11 @@ class Engine:
         config = work / "docker-config"
         config.mkdir(parents=True)
         self.env = {**os.environ, "DOCKER_HOST": f"unix://{self.sock}", "DOCKER_CONFIG": str(config)}
+        # The docker SDK for everything but buildx (which it lacks): typed errors, no CLI text.
+        import docker
+
+        self.errors = docker.errors
+        self.client = docker.DockerClient(base_url=f"unix://{self.sock}", timeout=900)
 
     def start(self) -> None:
         daemon = self.work / "dockerd.json"
@@ -436,7 +441,10 @@ class Engine:
         wait_until(self.answers, "the bench dockerd", self.proc, log_path)
 
     def answers(self) -> bool:
-        return self.docker("info", check=False).returncode == 0
+        try:
+            return self.client.ping()
+        except self.errors.DockerException:
+            return False
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -450,14 +458,16 @@ class Engine:
         shutil.rmtree(self.work / "exec", ignore_errors=True)
         self.start()
 
-    def docker(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(["docker", *args], env=self.env, capture_output=True, text=True, check=False)
-        if check and proc.returncode != 0:
-            raise BenchError(f"docker {' '.join(args[:4])} … exited {proc.returncode}: {proc.stderr.strip()}")
-        return proc
-
     def inspect(self, ref: str) -> dict:
-        return json.loads(self.docker("image", "inspect", ref).stdout)[0]
+        return self.client.images.get(ref).attrs
+
+    def push(self, ref: str) -> list[dict]:
+        """Push ``ref``; return the registry's progress records. Raises BenchError on an error record."""
+        repository, tag = ref.rsplit(":", 1)
+        records = list(self.client.images.push(repository, tag, stream=True, decode=True))
+        if failed := [r["error"] for r in records if "error" in r]:
+            raise BenchError(f"docker push {ref}: {failed[-1]}")
+        return records
 
     def layers(self, ref: str) -> list[str]:
         return self.inspect(ref)["RootFS"]["Layers"]
@@ -567,8 +577,7 @@ class Builds:
     def pull_standins(self) -> None:
         for tag in STANDINS:
             remote = f"{self.standin_registry}/rocm-standin:{tag}"
-            self.engine.docker("pull", "-q", remote)
-            self.engine.docker("tag", remote, f"local/rocm-standin:{tag}")
+            self.engine.client.images.pull(remote).tag(f"local/rocm-standin:{tag}")
 
     def bake(self, phase: str, cmd: Sequence[str], env: dict[str, str]) -> tuple[float, int]:
         """Run a build with the origin mirror up; return (wall seconds, asset bytes the mirror served)."""
@@ -582,14 +591,12 @@ class Builds:
         """`docker push` ``ref``; read the asset layer's fate from its output and the registry's store."""
         before = self.registry.blobs()
         t0 = time.perf_counter()
-        proc = self.engine.docker("push", ref)
+        records = self.engine.push(ref)
         seconds = time.perf_counter() - t0
-        (self.logs / f"{phase}.log").write_text(proc.stdout + proc.stderr)
+        (self.logs / f"{phase}.log").write_text("".join(json.dumps(r) + "\n" for r in records))
         short = asset_layer.removeprefix("sha256:")[:12]
-        # One line per layer state (Preparing, Waiting, ...); the last one is the outcome.
-        states = [
-            line.split(": ", 1)[1] for line in proc.stdout.splitlines() if line.startswith(f"{short}: ")
-        ]
+        # One record per layer state (Preparing, Waiting, ...); the last one is the outcome.
+        states = [r["status"] for r in records if r.get("id") == short and "status" in r]
         status = states[-1] if states else ""
         repo, tag = ref.rsplit(":", 1)
         index = self.engine.layers(ref).index(asset_layer)
