@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -167,3 +168,17 @@ def test_loopback_fetch_then_verify(installed: Install, mirror: Mirror, tmp_path
         assert sha256((dest / rel).read_bytes()) == sha256(data)
     verify = installed.run("bake", "verify", "--dest", str(dest), cwd=tmp_path)
     assert verify.returncode == 0, verify.stderr
+
+
+def test_readme_install_line_is_the_distribution() -> None:
+    name = re.search(r'^name = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.MULTILINE)
+    assert name and name.group(1) == "bake-assets"
+    assert f"pip install {name.group(1)}" in (REPO / "README.md").read_text()
+
+
+@pytest.mark.parametrize("arg", ["BASE_IMAGE", "FETCH_IMAGE"])
+def test_readme_shows_the_dockerfile_default(arg: str) -> None:
+    """The bake file leaves these null (the Dockerfile owns them), so README must show the real value."""
+    default = re.search(rf"^ARG {arg}=(\S+)$", (REPO / "docker" / "Dockerfile").read_text(), re.MULTILINE)
+    assert default, f"docker/Dockerfile has no default for {arg}"
+    assert f"| `{arg}` | `{default.group(1)}` |" in (REPO / "README.md").read_text()
