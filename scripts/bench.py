@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import http.client
 import json
@@ -43,6 +44,8 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import docker
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -413,11 +416,6 @@ class Engine:
         config = work / "docker-config"
         config.mkdir(parents=True)
         self.env = {**os.environ, "DOCKER_HOST": f"unix://{self.sock}", "DOCKER_CONFIG": str(config)}
-        # The docker SDK for everything but buildx (which it lacks): typed errors, no CLI text.
-        import docker
-
-        self.errors = docker.errors
-        self.client = docker.DockerClient(base_url=f"unix://{self.sock}", timeout=900)
 
     def start(self) -> None:
         daemon = self.work / "dockerd.json"
@@ -440,10 +438,19 @@ class Engine:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         wait_until(self.answers, "the bench dockerd", self.proc, log_path)
 
+    @functools.cached_property
+    def client(self) -> docker.DockerClient:
+        """The docker SDK for everything but buildx (which it lacks): typed errors, no CLI text.
+
+        Made on first use: the client asks the engine for its API version as it is made.
+        """
+        return docker.DockerClient(base_url=f"unix://{self.sock}", timeout=900)
+
     def answers(self) -> bool:
         try:
             return self.client.ping()
-        except self.errors.DockerException:
+        # A restarting engine has no socket yet: requests' ConnectionError, an OSError.
+        except (docker.errors.DockerException, OSError):
             return False
 
     def stop(self) -> None:
@@ -495,6 +502,14 @@ class Registry:
                 ["docker-registry", "serve", str(config)], stdout=out, stderr=subprocess.STDOUT
             )
         wait_until(self.answers, "the bench registry", self.proc, log_path)
+
+    @functools.cached_property
+    def client(self) -> docker.DockerClient:
+        """The docker SDK for everything but buildx (which it lacks): typed errors, no CLI text.
+
+        Made on first use: the client asks the engine for its API version as it is made.
+        """
+        return docker.DockerClient(base_url=f"unix://{self.sock}", timeout=900)
 
     def answers(self) -> bool:
         try:
