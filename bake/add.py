@@ -83,7 +83,7 @@ def derive_name(url: str, path: str) -> str:
 
 
 def _fetch_unknown(url: str, name: str, options: FetchOptions) -> tuple[str, int]:
-    """Fetch ``url``, whose hash is unknown; return its sha256 and size. The bytes end in the cache by sha256."""
+    """Fetch ``url``, whose hash is unknown; return its sha256 and size (cached by that sha256)."""
     key = hashlib.sha256(url.encode()).hexdigest()  # the partial is keyed by the URL until the hash is known
     cache = Cache(options.cache_dir)
     cache.ensure()
