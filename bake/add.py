@@ -71,7 +71,7 @@ def derive_path(url: str, table: Sequence[consumers.Consumer]) -> str:
 
 
 def derive_name(url: str, path: str) -> str:
-    """A name for the entry: the model name for a ``<model>.onnx``-like path, else the URL's file stem."""
+    """A name for the entry: the path's file stem (s3tokenizer's model name), or for a SHA-1 cache name the URL's."""
     leaf = PurePosixPath(path).name
     stem = PurePosixPath(urlsplit(url).path).name.split(".")[0]
     # A SHA-1 cache name says nothing to a reader; the URL's file name does.
