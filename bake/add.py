@@ -71,7 +71,7 @@ def derive_path(url: str, table: Sequence[consumers.Consumer]) -> str:
 
 
 def derive_name(url: str, path: str) -> str:
-    """A name for the entry: the path's file stem (s3tokenizer's model name), or for a SHA-1 cache name the URL's."""
+    """A name for the entry: the path's file stem (a model name), or the URL's for a SHA-1 cache name."""
     leaf = PurePosixPath(path).name
     stem = PurePosixPath(urlsplit(url).path).name.split(".")[0]
     # A SHA-1 cache name says nothing to a reader; the URL's file name does.
