@@ -7,6 +7,7 @@ openai-harmony packages that the test command installs.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bake import consumers, lockfile, manifest
+from tests.runners import bake
 
 REPO = Path(__file__).resolve().parents[1]
 VOCAB_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
@@ -303,3 +305,40 @@ def _is_prose(module: Path, number: int) -> bool:
             ):
                 return True
     return False
+
+
+def test_manifest_json_lists_the_whole_table() -> None:
+    out = bake("manifest", "--manifest", str(REPO / "tests/image/assets.toml"))
+    assert out.returncode == 0, out.stderr
+    table = {c["name"]: c for c in json.loads(out.stdout)["consumers"]}
+    assert table["nltk"] == {"name": "nltk", "prefix": "nltk/", "builtin": False, "locations": ["$NLTK_DATA"]}
+    assert table["tiktoken"]["locations"] == ["$TIKTOKEN_RS_CACHE_DIR", "$TIKTOKEN_CACHE_DIR"]
+
+
+@pytest.mark.parametrize(("served", "code"), [(True, 0), (False, 3)])
+def test_doctor_assets_dir_learns_declared_consumers_from_bake_serve(
+    tmp_path: Path, served: bool, code: int
+) -> None:
+    words = b"a\nthe\n"
+    src = tmp_path / "english"
+    src.write_bytes(words)
+    manifest_path = tmp_path / "assets.toml"
+    manifest_path.write_text(
+        '[[consumer]]\nname = "nltk"\nlocations = ["$NLTK_DATA"]\n\n'
+        f'[[asset]]\nname = "stopwords"\npath = "nltk/corpora/stopwords/english"\n'
+        f'sha256 = "{hashlib.sha256(words).hexdigest()}"\nurls = ["{src.as_uri()}"]\n'
+    )
+    dest = tmp_path / "assets"
+    args = ("--manifest", str(manifest_path), "--dest", str(dest))
+    assert bake("fetch", *args, "--cache-dir", str(tmp_path / "cache"), "-q").returncode == 0
+    assert bake("seal", *args).returncode == 0
+    data = tmp_path / "nltk_data"
+    if served:
+        (data / "corpora/stopwords").mkdir(parents=True)
+        (data / "corpora/stopwords/english").symlink_to(dest / "nltk/corpora/stopwords/english")
+    result = bake("doctor", "--assets", str(dest), env={"NLTK_DATA": str(data)})
+    assert result.returncode == code, result.stdout + result.stderr
+    assert f"{'ok' if served else 'WOULD DOWNLOAD'}  nltk  nltk/corpora/stopwords/english" in result.stdout
+    for p in [dest, *dest.rglob("*")]:  # let pytest clean up
+        if not p.is_symlink():
+            p.chmod(0o755)
