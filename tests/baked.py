@@ -8,6 +8,7 @@ fetch rewrites them onto the loopback mirror, so nothing leaves 127.0.0.1.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 from tests.assets import CHECKPOINT_MIRROR_PATH, O200K_MIRROR_PATH, O200K_URL, checkpoint_bytes, mirror_args
@@ -16,13 +17,24 @@ from tests.mirror import Mirror
 S3_URL = "https://www.modelscope.cn/" + CHECKPOINT_MIRROR_PATH.removeprefix("modelscope/")
 S3_PATH = "s3tokenizer/speech_tokenizer_v3_25hz.onnx"
 VOCAB_PATH = "tiktoken/" + hashlib.sha1(O200K_URL.encode()).hexdigest()
+# A consumer the manifest declares, with a nested file: served like the built-ins.
+WHISPER_MIRROR_PATH = "openaipublic/whisper/models/base.pt"
+WHISPER_URL = "https://openaipublic.blob.core.windows.net/whisper/models/base.pt"
+WHISPER_PATH = "whisper/models/base.pt"
+DECLARED = {"whisper": ["${XDG_CACHE_HOME:-$HOME/.cache}/whisper"]}
 # Small stand-ins with the production names; their hashes go into the manifest.
 FILES = {
     S3_PATH: checkpoint_bytes(96 * 1024, seed=b"bake-native-pod-checkpoint"),
     VOCAB_PATH: checkpoint_bytes(24 * 1024, seed=b"bake-native-pod-vocab"),
+    WHISPER_PATH: checkpoint_bytes(16 * 1024, seed=b"bake-native-pod-whisper"),
 }
-URLS = {S3_PATH: S3_URL, VOCAB_PATH: O200K_URL}
-MIRROR_FILES = {"/" + CHECKPOINT_MIRROR_PATH: FILES[S3_PATH], "/" + O200K_MIRROR_PATH: FILES[VOCAB_PATH]}
+URLS = {S3_PATH: S3_URL, VOCAB_PATH: O200K_URL, WHISPER_PATH: WHISPER_URL}
+NAMES = {S3_PATH: "speech_tokenizer_v3_25hz", VOCAB_PATH: "o200k_base", WHISPER_PATH: "whisper_base"}
+MIRROR_FILES = {
+    "/" + CHECKPOINT_MIRROR_PATH: FILES[S3_PATH],
+    "/" + O200K_MIRROR_PATH: FILES[VOCAB_PATH],
+    "/" + WHISPER_MIRROR_PATH: FILES[WHISPER_PATH],
+}
 
 
 def sha256(data: bytes) -> str:
@@ -30,10 +42,13 @@ def sha256(data: bytes) -> str:
 
 
 def write_manifest(path: Path) -> Path:
-    """Write a manifest naming FILES (omni: both, vllm: the vocab) and return its path."""
-    entries = []
+    """Write a manifest naming FILES (vllm: the vocab) and DECLARED, and return its path."""
+    entries = [
+        f"[[consumer]]\nname = {json.dumps(name)}\nlocations = {json.dumps(locations)}\n"
+        for name, locations in DECLARED.items()
+    ]
     for rel, data in FILES.items():
-        name = Path(rel).name.split(".")[0]
+        name = NAMES[rel]
         groups = '["vllm", "omni"]' if rel == VOCAB_PATH else '["omni"]'
         entries.append(
             f'[[asset]]\nname = "{name}"\npath = "{rel}"\nsha256 = "{sha256(data)}"\n'

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.baked import FILES, serve, sha256, write_manifest
+from tests.baked import DECLARED, FILES, serve, sha256, write_manifest
 from tests.isolation import NETWORK_ENV
 from tests.mirror import Mirror
 from tests.pod import (
@@ -31,7 +31,7 @@ from tests.pod import (
 )
 from tests.runners import bake
 
-EXPECTED = expectations({rel: sha256(data) for rel, data in FILES.items()})
+EXPECTED = expectations({rel: sha256(data) for rel, data in FILES.items()}, DECLARED)
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +86,8 @@ def test_every_consumer_location_is_served_in_a_per_job_cache(
     where = {name: loc["path"] for name, loc in pod.report["locations"].items()}
     job = tmp_path / "job-1"
     assert where["s3tokenizer"] == str(job / "cache" / "s3tokenizer")
+    (whisper,) = DECLARED["whisper"]
+    assert where[whisper] == str(job / "cache" / "whisper")
     # Unset TIKTOKEN_* are exported job-local, under the TMPDIR the runner exported first.
     for name in ("tiktoken-rs", "tiktoken"):
         assert where[name].startswith(str(job / "tmp") + "/"), where

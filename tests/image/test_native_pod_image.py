@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import bake
+from bake.manifest import declared_consumers
 from tests.pod import HERE as POD_DIR
 from tests.pod import SHELLS, Shell, expectations, install_entrypoint, resolve, run_pod
 
@@ -24,7 +25,8 @@ from . import ASSET_ROOT, MANIFEST, S3_ASSET, Run, buildx_bake, engine
 
 pytestmark = pytest.mark.docker
 
-EXPECTED = expectations({a.path: a.sha256 for a in MANIFEST})
+DECLARED = {c.name: [str(loc) for loc in c.locations] for c in declared_consumers(MANIFEST)}
+EXPECTED = expectations({a.path: a.sha256 for a in MANIFEST}, DECLARED)
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +60,7 @@ def test_container_started_with_entrypoint_serves_the_job(run: Run) -> None:
     report = json.loads(proc.stdout)
     assert report["locations"]["s3tokenizer"]["path"] == "/tmp/job-1/cache/s3tokenizer"
     assert report["env"]["TIKTOKEN_RS_CACHE_DIR"].startswith("/tmp/job-1/tmp/")
+    assert DECLARED, "the test manifest declares a consumer, which the job must find served too"
 
 
 def test_container_as_another_user_serves_the_job(run: Run) -> None:

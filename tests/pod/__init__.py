@@ -7,7 +7,7 @@ import hashlib
 import json
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,12 +47,19 @@ def resolve(shell: Shell) -> Shell:
     return Shell(shell.name, (found, *rest))
 
 
-def expectations(files: Mapping[str, str]) -> dict[str, dict[str, str]]:
-    """Map ``{asset path: sha256}`` to job.py's ``{location: {file name: sha256}}``."""
+def expectations(
+    files: Mapping[str, str], declared: Mapping[str, Sequence[str]] | None = None
+) -> dict[str, dict[str, str]]:
+    """Map ``{asset path: sha256}`` to job.py's ``{location: {file name: sha256}}``.
+
+    Built-in consumers go by the name of their lookup rule; ``declared`` consumers (name to
+    location strings, as the manifest declares them) by each location string.
+    """
+    served_at = {**SERVED_AT, **(declared or {})}
     expected: dict[str, dict[str, str]] = {}
     for rel, sha in files.items():
         kind, name = rel.split("/", 1)
-        for location in SERVED_AT.get(kind, ()):
+        for location in served_at.get(kind, ()):
             expected.setdefault(location, {})[name] = sha
     return expected
 

@@ -2,8 +2,10 @@
 
     python3 job.py EXPECTED_JSON
 
-EXPECTED_JSON maps each consumer to ``{file name: sha256}``. Each location is resolved the way
-its consumer resolves it (see BRIEF's table), never through bake. Prints one JSON report
+EXPECTED_JSON maps each location to ``{file name: sha256}``. A built-in consumer's location
+(``s3tokenizer``, ``tiktoken-rs``, ``tiktoken``) is resolved the way that library resolves it;
+a declared consumer's is its manifest string, ``$VAR`` or ``${VAR:-DEFAULT}/SUB``, resolved
+as a shell would. Never through bake. Prints one JSON report
 (locations, what each file there hashes to, the environment) and exits 0 when every expected
 file is served with its bytes, 1 otherwise, naming each problem on stderr. Standard library
 only, so it runs on any host and in any image with python3.
@@ -12,6 +14,7 @@ only, so it runs on any host and in any image with python3.
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 
@@ -37,6 +40,16 @@ def tiktoken():
 LOCATIONS = {"s3tokenizer": s3tokenizer, "tiktoken-rs": tiktoken_rs, "tiktoken": tiktoken}
 
 
+def declared(text):
+    """Resolve ``$VAR`` or ``${VAR:-DEFAULT}/SUB`` as sh would (DEFAULT may start with $HOME)."""
+    export = re.fullmatch(r"\$(\w+)", text)
+    if export:
+        return os.environ.get(export.group(1)) or f"<{export.group(1)} unset>"
+    var, default, sub = re.fullmatch(r"\$\{(\w+):-([^}]*)\}(?:/(.*))?", text).groups()
+    base = os.environ.get(var) or default.replace("$HOME", os.path.expanduser("~"), 1)
+    return os.path.join(base, sub or "")
+
+
 def digest(path):
     try:
         with open(path, "rb") as fh:
@@ -49,12 +62,12 @@ def main():
     expected = json.loads(sys.argv[1])
     report = {"locations": {}, "env": {k: v for k, v in os.environ.items() if k != "PATH"}}
     problems = []
-    for consumer, files in expected.items():
-        where = os.path.abspath(LOCATIONS[consumer]())
+    for location, files in expected.items():
+        where = os.path.abspath(LOCATIONS[location]() if location in LOCATIONS else declared(location))
         seen = {name: digest(os.path.join(where, name)) for name in files}
-        report["locations"][consumer] = {"path": where, "files": seen}
+        report["locations"][location] = {"path": where, "files": seen}
         problems += [
-            f"job: {consumer}: {os.path.join(where, name)}: expected sha256 {sha}, saw {seen[name]}"
+            f"job: {location}: {os.path.join(where, name)}: expected sha256 {sha}, saw {seen[name]}"
             for name, sha in files.items()
             if seen[name] != sha
         ]
