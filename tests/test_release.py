@@ -21,9 +21,10 @@ import pytest
 
 import bake
 from bake.manifest import load_manifest
-from tests.baked import FILES, serve, sha256, write_manifest
+from tests.baked import DECLARED, FILES, serve, sha256, write_manifest
 from tests.image import fail_or_skip
 from tests.mirror import Mirror
+from tests.pod import SHELLS, expectations, resolve, run_pod
 
 REPO = Path(__file__).resolve().parents[1]
 PY310 = "3.10.13"
@@ -156,7 +157,7 @@ def test_manifest(installed: Install, tmp_path: Path) -> None:
         assert asset.name in names and asset.sha256 in names
 
 
-def test_loopback_fetch_then_verify(installed: Install, mirror: Mirror, tmp_path: Path) -> None:
+def test_loopback_fetch_verify_seal_and_serve(installed: Install, mirror: Mirror, tmp_path: Path) -> None:
     manifest = write_manifest(tmp_path / "assets.toml")
     dest, cache = tmp_path / "dest", tmp_path / "cache"
     proc = installed.run(
@@ -168,6 +169,20 @@ def test_loopback_fetch_then_verify(installed: Install, mirror: Mirror, tmp_path
         assert sha256((dest / rel).read_bytes()) == sha256(data)
     verify = installed.run("bake", "verify", "--dest", str(dest), cwd=tmp_path)
     assert verify.returncode == 0, verify.stderr
+    # A native pod on this host: the installed bake-entrypoint serves what bake sealed.
+    seal = installed.run("bake", "seal", "--manifest", str(manifest), "--dest", str(dest), cwd=tmp_path)
+    assert seal.returncode == 0, seal.stderr
+    expected = expectations({rel: sha256(data) for rel, data in FILES.items()}, DECLARED)
+    pod = run_pod(
+        resolve(SHELLS[0]),
+        bin_dir=installed.bin,
+        assets=dest,
+        job_dir=tmp_path / "job",
+        home=tmp_path / "home",
+        expected=expected,
+        python=sys.executable,
+    )
+    assert pod.returncode == 0, pod.stderr
 
 
 def test_readme_install_line_is_the_distribution() -> None:
