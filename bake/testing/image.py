@@ -58,10 +58,10 @@ class ImageUnderTest:
     """One image in the engine, opened by reference (pulled when the engine lacks it)."""
 
     def __init__(self, ref: str, client: Any | None = None) -> None:
+        self.client = client or docker_client()
         import docker
 
         self.ref = ref
-        self.client = client or docker_client()
         try:
             self.image = self.client.images.get(ref)
         except docker.errors.ImageNotFound:
