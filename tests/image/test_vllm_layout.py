@@ -75,7 +75,8 @@ def assets_ref(image: str, registry: str) -> str:
         **{n: required_env(n) for n in ("ASSET_MIRRORS", "ASSET_DIGEST", "BAKE_TEST_HF_TOKEN")},
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "bake", "build", "--assets-image", repo, "--",
+        # --export: from HEAD's tree, so a developer's uncommitted edits do not stop the check.
+        [sys.executable, "-m", "bake", "build", "--export", "--assets-image", repo, "--",
          "-f", "docker-bake.hcl", "-f", "docker/bake-test.hcl", "--allow=network.host", "assets"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
@@ -233,10 +234,12 @@ def fresh_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[docker_sd
         fail_or_skip("dockerd is not installed; run scripts/toolchain.sh up")
     work = tmp_path_factory.mktemp("engine")
     sock = work / "d.sock"
+    # fmt: off
     cmd = [dockerd, "--data-root", str(work / "data"), "--exec-root", str(work / "exec"),
            "--pidfile", str(work / "d.pid"), "--host", f"unix://{sock}",
            "--bridge=none", "--iptables=false", "--ip6tables=false",
-           "--containerd-namespace", "bake-vllm-test", "--containerd-plugins-namespace", "bake-vllm-test-p"]  # fmt: skip
+           "--containerd-namespace", "bake-vllm", "--containerd-plugins-namespace", "bake-vllm-plugins"]
+    # fmt: on
     with open(work / "dockerd.log", "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
