@@ -75,7 +75,7 @@ def assets_ref(image: str, registry: str) -> str:
         **{n: required_env(n) for n in ("ASSET_MIRRORS", "ASSET_DIGEST", "BAKE_TEST_HF_TOKEN")},
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "bake", "build", "--export", "--assets-image", repo, "--",
+        [sys.executable, "-m", "bake", "build", "--assets-image", repo, "--",
          "-f", "docker-bake.hcl", "-f", "docker/bake-test.hcl", "--allow=network.host", "assets"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
@@ -242,13 +242,13 @@ def fresh_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[docker_sd
     with open(work / "dockerd.log", "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        engine = docker_sdk.DockerClient(base_url=f"unix://{sock}", timeout=120)
         for _ in range(300):
+            assert proc.poll() is None, (work / "dockerd.log").read_text()[-3000:]
             try:
+                engine = docker_sdk.DockerClient(base_url=f"unix://{sock}", timeout=120)
                 engine.ping()
                 break
             except docker_sdk.errors.DockerException:
-                assert proc.poll() is None, (work / "dockerd.log").read_text()[-3000:]
                 time.sleep(0.1)
         yield engine
     finally:
