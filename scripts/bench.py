@@ -682,7 +682,8 @@ class Builds:
             fleet_env,
             cwd=VLLM_ROOT,
         )  # fmt: skip
-        if layer not in self.engine.layers(fleet_ref):
+        fleet_same = layer in self.engine.layers(fleet_ref)
+        if not fleet_same:
             raise BenchError(f"{fleet_ref}: the vLLM stand-in's ci_base lacks the asset layer {layer}")
         fleet_push = self.push("push-fleet", fleet_ref, layer)
 
@@ -704,7 +705,7 @@ class Builds:
                 "bake_files": " ".join(f"{VLLM_ROOT}/{f}" for f in VLLM_FILES[1::2]),
                 "seconds": fleet_s,
                 "asset_bytes_from_mirror": fleet_bytes,
-                "same_asset_layer": layer in self.engine.layers(fleet_ref),
+                "same_asset_layer": fleet_same,
                 "push_asset_layer_status": fleet_push.asset_layer_status,
                 "push_asset_layer_bytes_uploaded": fleet_push.asset_layer_bytes_uploaded,
             },
