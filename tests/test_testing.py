@@ -142,3 +142,8 @@ def test_an_image_the_engine_cannot_give_is_a_usage_error(tmp_path: Path) -> Non
     )
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "bake.testing: the Docker engine does not answer" in proc.stderr
+
+
+def test_an_empty_secret_pattern_is_a_usage_error(tmp_path: Path) -> None:
+    proc = _pytest(tmp_path, "--pyargs", "bake.testing", "--bake-secret-pattern", "")
+    assert proc.returncode == 4 and "--bake-secret-pattern is empty" in proc.stderr, proc.stdout + proc.stderr

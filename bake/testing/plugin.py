@@ -78,6 +78,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if "" in (config.getoption("bake_secret_pattern", default=None) or []):
+        # An empty pattern would match everything: an unset secret variable, most likely.
+        raise pytest.UsageError("bake.testing: --bake-secret-pattern is empty; pass the secret's value")
+
+
 def image_ref(config: pytest.Config) -> str | None:
     """Return the image named by --bake-image or BAKE_IMAGE, or None."""
     return config.getoption("bake_image", default=None) or os.environ.get("BAKE_IMAGE") or None
