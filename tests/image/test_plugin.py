@@ -178,7 +178,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
-def testinfra_extra(wheel: Path) -> list[str]:
+def plugin_requirements(wheel: Path) -> list[str]:
     """What to install for the plugin: the wheel's ``testinfra`` extra."""
     with zipfile.ZipFile(wheel) as zf:
         metadata = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
@@ -204,7 +204,7 @@ def test_plugin_from_a_fresh_venv_with_only_the_wheel(image: str, wheel: Path, t
     assert bare.returncode == 4 and "bake-assets[testinfra]" in bare.stdout + bare.stderr, (
         bare.stdout + bare.stderr
     )
-    subprocess.run([*pip, *testinfra_extra(wheel)], check=True, capture_output=True, timeout=600)
+    subprocess.run([*pip, *plugin_requirements(wheel)], check=True, capture_output=True, timeout=600)
     full = plugin(python, image, cwd=tmp_path, env=env)
     assert full.returncode == 0, full.stdout[-6000:] + full.stderr[-2000:]
     assert "test_asset[" in full.stdout or " passed" in full.stdout
