@@ -24,6 +24,8 @@ LOCK_NAME = "bake.lock.json"
 SERVE_NAME = "bake.serve"
 # The consumer libraries `bake doctor` knows, by distribution name, as its report names them.
 DOCTOR_LIBRARIES = ("s3tokenizer", "openai-harmony", "tiktoken")
+# Consumers whose doctor checks need their library (the Hub has its own test).
+BUILT_IN_CONSUMERS = {"s3tokenizer", "tiktoken", "hub"}
 USAGE = (
     "bake.testing: no image to check. Name one with --bake-image IMAGE or BAKE_IMAGE=IMAGE, "
     "e.g. `pytest --pyargs bake.testing --bake-image registry.example/team/image:tag`"
@@ -175,7 +177,9 @@ def _params(name: str, facts: Facts) -> list[tuple[Any, str]]:
             (NotApplicable(f"{LOCK_NAME} lists no asset"), "no-asset")
         ]
     if name == "bake_doctor_library":
-        return [(lib, lib) for lib in DOCTOR_LIBRARIES]
+        # Declared consumers name no library: doctor always checks their locations.
+        declared = sorted({loc.consumer for loc in facts.serve.served()} - BUILT_IN_CONSUMERS)
+        return [(lib, lib) for lib in DOCTOR_LIBRARIES] + [(c, f"{c}-declared") for c in declared]
     if facts.serve_problem is not None:
         return [(Broken(facts.serve_problem), SERVE_NAME)]
     if name == "bake_location":

@@ -208,3 +208,12 @@ def test_plugin_from_a_fresh_venv_with_only_the_wheel(image: str, wheel: Path, t
     full = plugin(python, image, cwd=tmp_path, env=env)
     assert full.returncode == 0, full.stdout[-6000:] + full.stderr[-2000:]
     assert "test_asset[" in full.stdout or " passed" in full.stdout
+
+
+@pytest.mark.timeout(900)
+def test_plugin_runs_doctor_where_the_libraries_are_installed(clients_image: str, tmp_path: Path) -> None:
+    # The clients image adds s3tokenizer, openai-harmony and tiktoken: no check is "not applicable".
+    proc = plugin(sys.executable, clients_image, "-v", "-k", "doctor", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    for library in ("s3tokenizer", "openai-harmony", "tiktoken"):
+        assert f"test_doctor[{library}] PASSED" in proc.stdout, proc.stdout[-6000:]
