@@ -1,6 +1,6 @@
 """Build the stand-in's pure-Python wheel with the standard library only (no pip in the stand-in base).
 
-    python3 tools/build_wheel.py PACKAGE_DIR OUT_DIR
+python3 tools/build_wheel.py PACKAGE_DIR OUT_DIR
 """
 
 import base64
@@ -31,7 +31,9 @@ def main(package, out):
             with open(os.path.join(package, name), "rb") as fh:
                 files[f"{NAME}/{name}"] = fh.read()
     files[f"{dist_info}/METADATA"] = f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {version}\n".encode()
-    files[f"{dist_info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: standin\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{dist_info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: standin\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     record = [record_line(n, d) for n, d in files.items()] + [f"{dist_info}/RECORD,,"]
     files[f"{dist_info}/RECORD"] = ("\n".join(record) + "\n").encode()
     os.makedirs(out, exist_ok=True)
