@@ -7,10 +7,10 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import docker as docker_sdk
 import pytest
 import testinfra
 
-import docker as docker_sdk
 from bake.testing.image import ImageError, docker_client
 
 from . import MANIFEST, Run, docker, fail_or_skip, required_env, run_image

@@ -18,9 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 import docker as docker_sdk
+import pytest
 
 from . import ASSET_ROOT, REPO, S3_ASSET, VOCAB_ASSET
 

@@ -21,9 +21,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-import pytest
-
 import docker as docker_sdk
+import pytest
 
 from . import MANIFEST, REPO, buildx_bake, fail_or_skip, required_env
 
