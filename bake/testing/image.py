@@ -54,6 +54,18 @@ def docker_client() -> Any:
     return client
 
 
+def _wait(container: Any, timeout: float) -> int:
+    """Return the container's exit code, or kill it and return -1 when it outlives ``timeout``."""
+    import requests
+
+    try:
+        return container.wait(timeout=timeout)["StatusCode"]
+    # container.wait(timeout=…) ends with requests' errors, not the SDK's.
+    except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+        container.kill()
+        return -1
+
+
 class ImageUnderTest:
     """One image in the engine, opened by reference (pulled when the engine lacks it)."""
 
@@ -91,7 +103,8 @@ class ImageUnderTest:
         """Return the bytes of a small regular file in the image, or None when it is absent."""
         import docker
 
-        container = self.client.containers.create(self.image.id, network_mode="none")
+        # Never started: the entrypoint only satisfies images that have none (FROM scratch).
+        container = self.client.containers.create(self.image.id, entrypoint=["true"], network_mode="none")
         try:
             try:
                 chunks, stat = container.get_archive(path)
@@ -125,11 +138,7 @@ class ImageUnderTest:
         """
         container = self._start(command, environment=dict(environment or {}), **options)
         try:
-            try:
-                status = container.wait(timeout=timeout)["StatusCode"]
-            except Exception:  # the SDK raises requests' timeout types; the job is over either way
-                container.kill()
-                status = -1
+            status = _wait(container, timeout)
             stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
             stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
             if status == -1:
@@ -156,11 +165,7 @@ class ImageUnderTest:
             init = next((args for pid, args in pid1 if pid == str(container.attrs["State"]["Pid"])), "")
             if container.status == "running":
                 container.kill(signal="SIGTERM")
-            try:
-                status = container.wait(timeout=timeout)["StatusCode"]
-            except Exception:  # requests' timeout: SIGTERM did not end the job
-                container.kill()
-                status = -1
+            status = _wait(container, timeout)
             stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
             stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
             return JobResult(status, stdout, stderr), init
