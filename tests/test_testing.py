@@ -49,7 +49,12 @@ def test_parse_serve_refuses_what_it_does_not_know(text: str, named: str) -> Non
 
 
 def test_legacy_serve_is_the_built_ins_for_the_locks_assets() -> None:
-    serve = legacy_serve([{"path": "tiktoken/abc", "size": 5}, {"path": "whisper/x.pt", "size": 1}])
+    serve = legacy_serve(
+        [
+            {"path": "tiktoken/abc", "size": 5, "sha256": "0" * 64},
+            {"path": "whisper/x.pt", "size": 1, "sha256": "1" * 64},
+        ]
+    )
     assert [loc.describe() for loc in serve.locations] == ["$TIKTOKEN_RS_CACHE_DIR", "$TIKTOKEN_CACHE_DIR"]
     assert {f.asset for f in serve.files} == {"tiktoken/abc"}
 

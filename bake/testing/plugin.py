@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
+from bake.consumers import SERVE_NAME
+from bake.lockfile import LOCK_NAME
 from bake.testing.image import ImageError, ImageUnderTest, JobResult
 from bake.testing.serve import Serve, ServeError, legacy_serve, parse_serve
 
 STANDARD_MODULE = "bake.testing.test_image"
-LOCK_NAME = "bake.lock.json"
-SERVE_NAME = "bake.serve"
 # The consumer libraries `bake doctor` knows, by distribution name, as its report names them.
 DOCTOR_LIBRARIES = ("s3tokenizer", "openai-harmony", "tiktoken")
 # Consumers whose doctor checks need their library (the Hub has its own test).

@@ -1,17 +1,19 @@
 """Read ``bake.serve``, the consumer locations `bake seal` writes beside the lock, as data.
 
-The format is v1 of /work/notes/SERVE_FORMAT.md: ``loc``, ``file`` and ``link`` records, one per
-line, fields separated by one TAB. Images sealed before that file existed carry the built-in
-consumers only in the entrypoint; ``legacy_serve`` states those few rules for them.
+Format v1 (``bake.consumers.serve_text`` writes it): ``loc``, ``file`` and ``link`` records, one
+per line, fields separated by one TAB. This reader checks an image's copy strictly, so a damaged
+or newer file fails the location tests by name. Images sealed before that file existed carry
+the built-in consumers only in their entrypoint; ``legacy_serve`` derives those from the table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 
-HEADER = "# bake serve v1"
+from bake.consumers import BUILTINS, SERVE_HEADER, serve_text
+from bake.lockfile import LockedFile
+
 FIELDS = {"loc": 7, "file": 6, "link": 4}
 
 
@@ -72,8 +74,8 @@ class Serve:
 def parse_serve(text: str, source: str = "bake.serve") -> Serve:
     """Parse ``bake.serve`` text. Raises ServeError naming the line for anything unknown or malformed."""
     lines = text.splitlines()
-    if not lines or lines[0] != HEADER:
-        raise ServeError(f"{source}: expected {HEADER!r} on line 1, found {lines[:1]!r}")
+    if not lines or lines[0] != SERVE_HEADER:
+        raise ServeError(f"{source}: expected {SERVE_HEADER!r} on line 1, found {lines[:1]!r}")
     locations, files, links = [], [], []
     for number, line in enumerate(lines[1:], start=2):
         if not line or line.startswith("#"):
@@ -103,26 +105,10 @@ def parse_serve(text: str, source: str = "bake.serve") -> Serve:
     return Serve(tuple(locations), tuple(files), tuple(links))
 
 
-# The built-in consumers as the entrypoint served them before `bake seal` wrote bake.serve:
-# (location, the asset prefix it serves).
-_LEGACY = [
-    (
-        Location("s3tokenizer.0", "s3tokenizer", "under", "XDG_CACHE_HOME", "s3tokenizer", "$HOME/.cache"),
-        "s3tokenizer",
-    ),
-    (Location("tiktoken.0", "tiktoken", "export", "TIKTOKEN_RS_CACHE_DIR", "", ""), "tiktoken"),
-    (Location("tiktoken.1", "tiktoken", "export", "TIKTOKEN_CACHE_DIR", "", ""), "tiktoken"),
-]
-
-
 def legacy_serve(assets: Iterable[dict]) -> Serve:
-    """Return what an image sealed before ``bake.serve`` serves: the built-ins, for the lock's assets."""
-    assets = list(assets)
-    files = [
-        ServedFile(loc.id, a["path"], PurePosixPath(a["path"]).name, int(a["size"]))
-        for loc, prefix in _LEGACY
-        for a in assets
-        if PurePosixPath(a["path"]).parts[0] == prefix
-    ]
-    used = {f.loc for f in files}
-    return Serve(tuple(loc for loc, _ in _LEGACY if loc.id in used), tuple(files))
+    """Return what an image sealed before ``bake.serve`` serves: the built-ins, for the lock's assets.
+
+    Those images' entrypoint served exactly the built-ins of bake's consumer table.
+    """
+    files = [LockedFile(a["path"], int(a["size"]), a["sha256"]) for a in assets]
+    return parse_serve(serve_text(BUILTINS, files), "the built-in consumers")
