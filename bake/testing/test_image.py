@@ -165,8 +165,9 @@ def test_doctor(
     what = f"{name} {installed.get(name) or ''}".strip()
     if name in DOCTOR_LIBRARIES and installed.get(name) is None:
         not_applicable(request, f"{name} is not installed in the image")
-    lines = [line for line in doctor.stdout.splitlines() if line.split()[1:2] == [name]]
-    bad = [line for line in lines if not line.startswith("ok ")]
+    # `bake doctor` prints "VERDICT  CONSUMER  ASSET: DETAIL", fields apart by two spaces.
+    lines = [line for line in doctor.stdout.splitlines() if line.split("  ")[1:2] == [name]]
+    bad = [line for line in lines if not line.startswith("ok  ")]
     if bad or not lines:
         _fail(f"bake doctor for {what}: " + ("; ".join(bad) or "reported nothing") + f"\n{doctor.describe()}")
 
