@@ -121,7 +121,12 @@ def client() -> docker_sdk.DockerClient:
 TOUCHED = {
     "asset-bytes-changed": {"test_asset", "test_sha256sums_checks"},
     "asset-removed": {"test_asset", "test_sha256sums_checks", "test_location_is_served"},
-    "entrypoint-replaced": {"test_location_is_served", "test_tini_is_pid_1_and_sigterm_reaches_the_job"},
+    # Doctor too: the declared consumer's variable is the entrypoint's to export.
+    "entrypoint-replaced": {
+        "test_location_is_served",
+        "test_tini_is_pid_1_and_sigterm_reaches_the_job",
+        "test_doctor",
+    },
     "token-in-a-layer": {"test_secret_pattern_is_in_no_layer"},
 }
 
