@@ -35,7 +35,7 @@
 #   private to this job.
 # Seeding one file: under its lock file (flock(1), released by the kernel when a
 # job dies, so a killed copier never blocks later ones; the Hub's lock paths are
-# huggingface_hub's own), copy to a hidden partial beside it, check its size and
+# the Hub client's own), copy to a hidden partial beside it, check its size and
 # its sha256 against SHA256SUMS, fsync, then hard-link it to the final name: a
 # rename that never replaces. A job that finds the lock taken does not wait.
 # Without flock on PATH, node storage is not seeded.
@@ -163,7 +163,7 @@ _load_loc() { # loc ID CONSUMER MODE VAR SUB FALLBACK: add a row, or set _reason
 	esac
 	_nlocs=$((_nlocs + 1))
 	eval "_loc_id_$_nlocs=\$2 _loc_consumer_$_nlocs=\$3 _loc_mode_$_nlocs=\$4 _loc_var_$_nlocs=\$5"
-	eval "_loc_sub_$_nlocs=\$6 _loc_fallback_$_nlocs=\$fallback _loc_files_$_nlocs= _loc_links_$_nlocs= _loc_at_$_nlocs="
+	eval "_loc_sub_$_nlocs=\$6 _loc_fallback_$_nlocs=\$fallback _loc_files_$_nlocs= _loc_links_$_nlocs= _loc_at_$_nlocs= _loc_unserved_$_nlocs="
 }
 
 _load_file() { # file ID ASSET NAME SIZE LOCK: add a row, or set _reason and fail
@@ -370,7 +370,13 @@ _complete() { # $1 directory, $2 loc row: succeed when each file and link is the
 		[ -e "$dir/$_missing" ] || return 1
 	done
 	_missing=
-	[ $# -eq 0 ] || _sizes_match "$sizes" "$@" || { _missing="a file" && return 1; }
+	[ $# -eq 0 ] || _sizes_match "$sizes" "$@" && return 0
+	# Which one, for the message: a stat per file, on this failing path only.
+	for k in $files; do
+		eval "_missing=\$_file_name_$k asset=\$_file_asset_$k size=\$_file_size_$k"
+		[ "$dir/$_missing" -ef "$_assets/$asset" ] || _sizes_match "$size" "$dir/$_missing" || return 1
+	done
+	return 1
 }
 
 _ours() { # $1 path inside the location, $2 loc row, $3 entry: succeed when bake makes it there
@@ -445,12 +451,20 @@ _link_files() { # $1 directory, $2 loc row: link each missing baked file into th
 }
 
 _add_links() { # $1 directory, $2 loc row, $3 1 for node storage: make each absent link record
-	local dir="$1" links k name target
+	local dir="$1" links k name target parent
 	eval "links=\$_loc_links_$2"
 	for k in $links; do
 		eval "name=\$_link_name_$k target=\$_link_target_$k"
 		[ ! -e "$dir/$name" ] && [ ! -L "$dir/$name" ] || continue
-		case $name in */*) target=$dir/${name%/*}/$target ;; *) target=$dir/$target ;; esac
+		# Where the target lands, worked out on the names: the link's directory may not exist yet,
+		# and is made only once the target is there.
+		parent=${name%/*}
+		[ "$parent" != "$name" ] || parent=
+		while case $target in ../*) true ;; *) false ;; esac do
+			target=${target#../}
+			case $parent in */*) parent=${parent%/*} ;; *) parent= ;; esac
+		done
+		target=$dir/${parent:+$parent/}$target
 		# In node storage only onto a real file: never a chain that ends in the image.
 		if [ -n "$3" ]; then [ -f "$target" ] && [ ! -L "$target" ] || continue; fi
 		[ -e "$target" ] || continue
@@ -592,6 +606,8 @@ _serve_at() { # $1 directory, $2 loc row: serve the loc's files there; returns a
 	elif [ -n "$_seed" ]; then
 		_seed "$1" "$2"
 		_add_links "$1" "$2" 1
+	else
+		_reason="node storage, left as is under BAKE_SEED=0"
 	fi
 	_complete "$1" "$2" && return "$_SERVED"
 	if [ -n "$_node" ]; then
@@ -647,12 +663,14 @@ _merged() { # $1 loc row, $2 node directory or empty: sets _made to a job-local 
 }
 
 _moved() { # $1 loc row just re-pointed: serve again each earlier loc whose directory moved with it
-	local row=1 at
-	while [ "$row" -le "$_nlocs" ]; do
-		eval "at=\$_loc_at_$row"
-		if [ "$row" -ne "$1" ] && [ -n "$at" ]; then
-			_resolve "$row"
-			[ "$_resolved" = "$at" ] || _serve_loc "$row"
+	local row=1 at unserved consumer files
+	while [ "$row" -lt "$1" ]; do
+		eval "at=\$_loc_at_$row unserved=\$_loc_unserved_$row consumer=\$_loc_consumer_$row files=\$_loc_files_$row"
+		_resolve "$row"
+		if [ "$consumer" != - ] && [ -n "$files" ] && [ "$_resolved" != "$at" ]; then
+			# Reported where it was; what counts now is where its consumer looks.
+			_unserved=$((_unserved - ${unserved:-0}))
+			_serve_loc "$row"
 		fi
 		row=$((row + 1))
 	done
@@ -705,16 +723,14 @@ _serve_under() { # $1 loc row, $2 its directory or empty, $3 _serve_at's status:
 }
 
 _serve_loc() { # $1 loc row: serve it where its consumer looks, or report it
-	local dir status=0 mode
+	local dir status=0 mode unserved=$_unserved
 	eval "mode=\$_loc_mode_$1"
 	_resolve "$1"
 	dir=$_resolved
+	eval "_loc_at_$1=\$dir _loc_unserved_$1=0"
 	if [ -n "$dir" ]; then
 		_serve_at "$dir" "$1" || status=$?
-		if [ "$status" -eq "$_SERVED" ]; then
-			eval "_loc_at_$1=\$dir"
-			return 0
-		fi
+		[ "$status" -ne "$_SERVED" ] || return 0
 	else
 		status=$_CANNOT_MAKE _reason=
 	fi
@@ -730,6 +746,7 @@ _serve_loc() { # $1 loc row: serve it where its consumer looks, or report it
 	else
 		_serve_under "$1" "$dir" "$status"
 	fi
+	eval "_loc_unserved_$1=\$((_unserved - unserved))"
 }
 
 # --- BAKE_VERIFY
@@ -826,7 +843,7 @@ _display() { # $1 asset path: sets _shown to its name in the ready line
 	*/*) ;;
 	*) return 0 ;;
 	esac
-	# An alias link beside the file names it (tiktoken/o200k_base.tiktoken -> <sha1>).
+	# An alias link beside the file names it (an <encoding>.<ext> link to a hash-named file).
 	set +f
 	set -- "$_assets/$dir"/*
 	set -f

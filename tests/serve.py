@@ -1,13 +1,23 @@
-"""Write `bake.serve` files for the entrypoint tests, exactly as /work/notes/SERVE_FORMAT.md (v1) says.
+"""The entrypoint tests' harness: `bake.serve` files, baked asset trees, and a box to run it in.
 
 The tests describe consumers as `Consumer` values (built-in and declared alike); `serve_text`
-turns them into the file `bake seal` writes beside SHA256SUMS: `loc` lines in order, then `file`
-lines, then `link` lines, each group sorted by (ID, NAME), fields separated by one TAB.
+turns them into the file `bake seal` writes beside SHA256SUMS (SERVE_FORMAT v1): `loc` lines in
+order, then `file` lines, then `link` lines, each group sorted by (ID, NAME), one TAB between
+fields.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
 
 
 @dataclass(frozen=True)
@@ -66,11 +76,12 @@ def declared(name: str, location: str, files: dict[str, int]) -> Consumer:
 def hub(files: dict[str, int], links: dict[str, str]) -> Consumer:
     """The Hub: huggingface_hub's precedence as a chain of locations, blobs under `.locks/` locks."""
     mine = {p: p.split("/", 1)[1] for p in files if p.startswith("hub/")}
+    # Blobs lock where huggingface_hub locks them; refs lock under .locks too, since a refs/main.lock
+    # beside refs/main would read as a ref named "main.lock" to huggingface_hub's cache scan.
     locks = {}
     for name in mine.values():
         repo, kind, leaf = name.split("/", 2)
-        if kind == "blobs":
-            locks[name] = f".locks/{repo}/{leaf}.lock"
+        locks[name] = f".locks/{repo}/{leaf}.lock" if kind == "blobs" else f".locks/{repo}/{kind}/{leaf}.lock"
     locs = (
         Loc("hub.xdg", "-", "under", "XDG_CACHE_HOME", "huggingface", "$HOME/.cache"),
         Loc("hub.home", "-", "under", "HF_HOME", "hub", "@hub.xdg"),
@@ -88,8 +99,8 @@ def serve_text(consumers: list[Consumer]) -> str:
             if loc.consumer == "-":
                 continue
             for asset, name in consumer.files.items():
-                lock = consumer.locks.get(name, "")
-                file_rows.append((loc.id, name, ["file", loc.id, asset, name, str(consumer.sizes[asset]), lock]))
+                size, lock = str(consumer.sizes[asset]), consumer.locks.get(name, "")
+                file_rows.append((loc.id, name, ["file", loc.id, asset, name, size, lock]))
             for name, target in consumer.links.items():
                 link_rows.append((loc.id, name, ["link", loc.id, name, target]))
     lines = [
@@ -98,3 +109,173 @@ def serve_text(consumers: list[Consumer]) -> str:
         *(row for _, _, row in sorted(link_rows)),
     ]
     return "# bake serve v1\n" + "".join("\t".join(fields) + "\n" for fields in lines)
+
+
+# --- a box to run the entrypoint in --------------------------------------------------------
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "entrypoint.sh"
+# Commands the script may run besides its shell's builtins; the jobs use env, sh and cat.
+TOOLS = (
+    "cat", "date", "env", "flock", "id", "ln", "mkdir", "mktemp",
+    "rm", "sh", "sha256sum", "stat", "sync", "true",
+)  # fmt: skip
+SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
+
+
+@dataclass(frozen=True)
+class Shell:
+    """A shell to run the script with, and where its external commands come from."""
+
+    name: str
+    argv: tuple[str, ...]
+    tool: str | None  # a multi-call binary providing every tool, or None for the host's own
+
+
+SHELLS = [
+    Shell("dash", ("dash",), None),
+    # busybox sh with busybox's own applets, as in a busybox-only image.
+    Shell("busybox", ("busybox", "sh"), "busybox"),
+]
+
+
+def require(program: str) -> str:
+    """The absolute path of ``program``; fails the test when it is not installed."""
+    found = shutil.which(program)
+    if found is None:
+        pytest.fail(f"{program} is not installed; the entrypoint tests need it: apt-get install {program}")
+    return found
+
+
+def tool_dir(bin_dir: Path, shell: Shell, tools: tuple[str, ...] = TOOLS) -> None:
+    """A PATH directory holding only ``tools``, from the shell's multi-call binary where it has one."""
+    bin_dir.mkdir()
+    for tool in tools:
+        if shell.tool and tool != "flock":
+            source = require(shell.tool)
+        else:
+            # Debian's busybox has no flock applet (Alpine's has): util-linux's stands in for it.
+            source = require("dash" if tool == "sh" else tool)
+        (bin_dir / tool).symlink_to(source)
+
+
+def content(seed: str, size: int) -> bytes:
+    """``size`` deterministic bytes for the test asset ``seed``."""
+    out = bytearray()
+    block = hashlib.sha256(seed.encode()).digest()
+    while len(out) < size:
+        out += block
+        block = hashlib.sha256(block).digest()
+    return bytes(out[:size])
+
+
+def make_assets(
+    root: Path,
+    files: dict[str, bytes],
+    consumers: list[Consumer],
+    aliases: dict[str, str] | None = None,
+) -> Path:
+    """Lay out a baked asset root as the image has it: SHA256SUMS, bake.serve, alias links, 0444/0555."""
+    root.mkdir(parents=True)
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    for rel, target in (aliases or {}).items():
+        (root / rel).symlink_to(target)
+    sums = "".join(f"{hashlib.sha256(files[rel]).hexdigest()}  {rel}\n" for rel in sorted(files))
+    (root / "SHA256SUMS").write_text(sums)
+    (root / "bake.lock.json").write_text("{}\n")
+    (root / "bake.serve").write_text(serve_text(consumers))
+    for path in sorted(root.rglob("*"), reverse=True):
+        if not path.is_symlink():
+            path.chmod(0o555 if path.is_dir() else 0o444)
+    root.chmod(0o555)
+    return root
+
+
+@dataclass
+class Box:
+    """A world-traversable scratch tree holding the assets, a home, a TMPDIR and a PATH of tools."""
+
+    root: Path
+    shell: Shell
+    assets: Path
+    home: Path
+    tmp: Path
+    bin: Path
+
+    def env(self, **overrides: object) -> dict[str, str]:
+        env = {
+            "PATH": str(self.bin),
+            "HOME": str(self.home),
+            "TMPDIR": str(self.tmp),
+            "BAKE_ASSETS": str(self.assets),
+        }
+        for key, value in overrides.items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = str(value)
+        return env
+
+    def argv(self, *args: str) -> list[str]:
+        return [*self.shell.argv, str(SCRIPT), *args]
+
+    def run(
+        self, *args: str, uid: int | None = None, cwd: Path | None = None, **env: object
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the entrypoint with ARGS (as ``uid`` when given) and this box's environment plus ``env``."""
+        prefix = [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] if uid is not None else []
+        return subprocess.run(
+            [*prefix, *self.argv(*args)],
+            env=self.env(**env),
+            cwd=cwd or self.root,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+
+def new_box(shell: Shell, files: dict[str, bytes], consumers: list[Consumer], aliases: dict[str, str]) -> Box:
+    """A box under /tmp (not pytest's tmp_path: its parents are 0700, and some cases run as another uid)."""
+    root = Path(tempfile.mkdtemp(prefix="bake-entrypoint-"))
+    root.chmod(0o755)
+    tmp = root / "tmp"
+    tmp.mkdir()
+    tmp.chmod(0o1777)
+    home = root / "home"
+    home.mkdir()
+    tool_dir(root / "bin", shell)
+    assets = make_assets(root / "assets", files, consumers, aliases)
+    return Box(root, shell, assets, home, tmp, root / "bin")
+
+
+def job_env(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """Parse the environment the job (``env``) printed."""
+    assert result.returncode == 0, result.stderr
+    return dict(line.split("=", 1) for line in result.stdout.splitlines())
+
+
+def snapshot(path: Path, dir_mtimes: bool = True) -> dict[str, tuple[object, ...]]:
+    """Names, types, modes, mtimes, link targets and bytes of everything at and under ``path``."""
+    out: dict[str, tuple[object, ...]] = {}
+
+    def add(p: Path) -> None:
+        st = p.lstat()
+        rel = str(p.relative_to(path))
+        if stat.S_ISLNK(st.st_mode):
+            out[rel] = ("link", os.readlink(p))
+        elif stat.S_ISDIR(st.st_mode):
+            out[rel] = ("dir", st.st_mode, st.st_mtime_ns if dir_mtimes else None)
+        else:
+            out[rel] = ("file", st.st_mode, st.st_mtime_ns, p.read_bytes())
+
+    add(path)
+    if path.is_dir() and not path.is_symlink():
+        for dirpath, dirnames, filenames in os.walk(path):
+            for name in dirnames + filenames:
+                add(Path(dirpath, name))
+    return out
+
+
+def ready_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("bake: assets ready")]
