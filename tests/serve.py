@@ -1,23 +1,32 @@
-"""The entrypoint tests' harness: `bake.serve` files, baked asset trees, and a box to run it in.
+"""The entrypoint tests' harness: baked asset trees with their `bake.serve`, and a box to run it in.
 
-The tests describe consumers as `Consumer` values (built-in and declared alike); `serve_text`
-turns them into the file `bake seal` writes beside SHA256SUMS (SERVE_FORMAT v1): `loc` lines in
-order, then `file` lines, then `link` lines, each group sorted by (ID, NAME), one TAB between
-fields.
+`sealed` lays out an asset root the way the image build does: `bake fetch` (file:// sources)
+then `bake seal`, which writes SHA256SUMS, bake.lock.json, the alias links and bake.serve for the
+built-in consumers and the manifest's `[[consumer]]` tables. Each distinct set is sealed once per
+session and copied for every test.
+
+For what `bake seal` does not write yet (the Hub's cache layout, issue 12), `hand_written` lays
+out the tree itself, with a bake.serve from `serve_text` following SERVE_FORMAT v1 exactly: `loc`
+lines in order, then `file` lines, then `link` lines, each group sorted by (ID, NAME), one TAB
+between fields.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import shutil
 import stat
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from tests.runners import bake
 
 
 @dataclass(frozen=True)
@@ -42,35 +51,6 @@ class Consumer:
     sizes: dict[str, int] = field(default_factory=dict)
     locks: dict[str, str] = field(default_factory=dict)  # name -> LOCK path, when not NAME.lock
     links: dict[str, str] = field(default_factory=dict)  # link name -> relative target
-
-
-def s3tokenizer(files: dict[str, int]) -> Consumer:
-    """The built-in s3tokenizer entry, serving every `s3tokenizer/` asset of ``files`` (path -> size)."""
-    mine = {p: p.split("/", 1)[1] for p in files if p.startswith("s3tokenizer/")}
-    loc = Loc("s3tokenizer.0", "s3tokenizer", "under", "XDG_CACHE_HOME", "s3tokenizer", "$HOME/.cache")
-    return Consumer("s3tokenizer", (loc,), mine, {p: files[p] for p in mine})
-
-
-def tiktoken(files: dict[str, int]) -> Consumer:
-    """The built-in tiktoken entry: `$TIKTOKEN_RS_CACHE_DIR` and `$TIKTOKEN_CACHE_DIR`."""
-    mine = {p: p.split("/", 1)[1] for p in files if p.startswith("tiktoken/") and not p.endswith(".tiktoken")}
-    locs = (
-        Loc("tiktoken.0", "tiktoken", "export", "TIKTOKEN_RS_CACHE_DIR"),
-        Loc("tiktoken.1", "tiktoken", "export", "TIKTOKEN_CACHE_DIR"),
-    )
-    return Consumer("tiktoken", locs, mine, {p: files[p] for p in mine})
-
-
-def declared(name: str, location: str, files: dict[str, int]) -> Consumer:
-    """A `[[consumer]]` owning every asset under ``name/``, at one location in the contract's grammar."""
-    mine = {p: p.split("/", 1)[1] for p in files if p.startswith(name + "/")}
-    if location.startswith("${"):
-        var, rest = location[2:].split(":-", 1)
-        fallback, sub = rest.split("}", 1)
-        loc = Loc(f"{name}.0", name, "under", var, sub.lstrip("/"), fallback)
-    else:
-        loc = Loc(f"{name}.0", name, "export", location[1:])
-    return Consumer(name, (loc,), mine, {p: files[p] for p in mine})
 
 
 def hub(files: dict[str, int], links: dict[str, str]) -> Consumer:
@@ -168,28 +148,83 @@ def content(seed: str, size: int) -> bytes:
     return bytes(out[:size])
 
 
-def make_assets(
-    root: Path,
-    files: dict[str, bytes],
-    consumers: list[Consumer],
-    aliases: dict[str, str] | None = None,
-) -> Path:
-    """Lay out a baked asset root as the image has it: SHA256SUMS, bake.serve, alias links, 0444/0555."""
-    root.mkdir(parents=True)
-    for rel, data in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(data)
-    for rel, target in (aliases or {}).items():
-        (root / rel).symlink_to(target)
-    sums = "".join(f"{hashlib.sha256(files[rel]).hexdigest()}  {rel}\n" for rel in sorted(files))
-    (root / "SHA256SUMS").write_text(sums)
-    (root / "bake.lock.json").write_text("{}\n")
-    (root / "bake.serve").write_text(serve_text(consumers))
-    for path in sorted(root.rglob("*"), reverse=True):
-        if not path.is_symlink():
-            path.chmod(0o555 if path.is_dir() else 0o444)
-    root.chmod(0o555)
-    return root
+# Lays out a baked asset root at the path it is given, and returns it.
+AssetMaker = Callable[[Path], Path]
+_TEMPLATES: dict[str, Path] = {}
+
+
+def sealed(
+    files: dict[str, bytes], urls: dict[str, str] | None = None, declared: dict[str, str] | None = None
+) -> AssetMaker:
+    """An asset root made by `bake fetch` and `bake seal` from ``files`` (asset path -> bytes).
+
+    ``urls`` gives a file's canonical https URL where a naming rule needs one (a tiktoken file is
+    named by its SHA-1); ``declared`` maps `[[consumer]]` names to their one location.
+    """
+    urls, declared = urls or {}, declared or {}
+    key = hashlib.sha256(
+        repr((sorted((p, hashlib.sha256(d).hexdigest()) for p, d in files.items()), urls, declared)).encode()
+    ).hexdigest()
+
+    def make(root: Path) -> Path:
+        if key not in _TEMPLATES:
+            _TEMPLATES[key] = _seal_template(files, urls, declared)
+        shutil.copytree(_TEMPLATES[key], root, symlinks=True)
+        return root
+
+    return make
+
+
+def _seal_template(files: dict[str, bytes], urls: dict[str, str], declared: dict[str, str]) -> Path:
+    work = Path(tempfile.mkdtemp(prefix="bake-sealed-"))
+    atexit.register(_remove, work)
+    lines = []
+    for number, (path, data) in enumerate(sorted(files.items())):
+        source = work / "sources" / str(number)
+        source.parent.mkdir(exist_ok=True)
+        source.write_bytes(data)
+        sources = ", ".join(f'"{u}"' for u in [source.as_uri(), *([urls[path]] if path in urls else [])])
+        lines += [
+            "[[asset]]", f'name = "asset-{number}"', f'path = "{path}"', f"size = {len(data)}",
+            f'sha256 = "{hashlib.sha256(data).hexdigest()}"', f"urls = [{sources}]", "",
+        ]  # fmt: skip
+    for name, location in declared.items():
+        lines += ["[[consumer]]", f'name = "{name}"', f'locations = ["{location}"]', ""]
+    manifest = work / "assets.toml"
+    manifest.write_text("\n".join(lines))
+    dest = work / "assets"
+    for step in (["fetch", "--cache-dir", str(work / "cache"), "-q"], ["seal"]):
+        done = bake(step[0], "--manifest", str(manifest), "--dest", str(dest), *step[1:])
+        assert done.returncode == 0, f"bake {step[0]}: {done.stderr}"
+    return dest
+
+
+def _remove(tree: Path) -> None:
+    subprocess.run(["chmod", "-R", "u+w", str(tree)], check=False)
+    shutil.rmtree(tree, ignore_errors=True)
+
+
+def hand_written(files: dict[str, bytes], consumers: list[Consumer], aliases: dict[str, str]) -> AssetMaker:
+    """An asset root laid out by hand, as the image has it, with ``serve_text(consumers)`` as bake.serve."""
+
+    def make(root: Path) -> Path:
+        root.mkdir(parents=True)
+        for rel, data in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(data)
+        for rel, target in aliases.items():
+            (root / rel).symlink_to(target)
+        sums = "".join(f"{hashlib.sha256(files[rel]).hexdigest()}  {rel}\n" for rel in sorted(files))
+        (root / "SHA256SUMS").write_text(sums)
+        (root / "bake.lock.json").write_text("{}\n")
+        (root / "bake.serve").write_text(serve_text(consumers))
+        for path in sorted(root.rglob("*"), reverse=True):
+            if not path.is_symlink():
+                path.chmod(0o555 if path.is_dir() else 0o444)
+        root.chmod(0o555)
+        return root
+
+    return make
 
 
 @dataclass
@@ -235,7 +270,7 @@ class Box:
         )
 
 
-def new_box(shell: Shell, files: dict[str, bytes], consumers: list[Consumer], aliases: dict[str, str]) -> Box:
+def new_box(shell: Shell, make_assets: AssetMaker) -> Box:
     """A box under /tmp (not pytest's tmp_path: its parents are 0700, and some cases run as another uid)."""
     root = Path(tempfile.mkdtemp(prefix="bake-entrypoint-"))
     root.chmod(0o755)
@@ -245,7 +280,7 @@ def new_box(shell: Shell, files: dict[str, bytes], consumers: list[Consumer], al
     home = root / "home"
     home.mkdir()
     tool_dir(root / "bin", shell)
-    assets = make_assets(root / "assets", files, consumers, aliases)
+    assets = make_assets(root / "assets")
     return Box(root, shell, assets, home, tmp, root / "bin")
 
 

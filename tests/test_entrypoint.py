@@ -28,19 +28,16 @@ from tests.serve import (
     SETPRIV,
     SHELLS,
     Box,
-    Consumer,
     Shell,
     content,
-    declared,
+    hand_written,
     hub,
     job_env,
-    make_assets,
     new_box,
     ready_lines,
     require,
-    s3tokenizer,
+    sealed,
     snapshot,
-    tiktoken,
 )
 
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
@@ -65,18 +62,9 @@ ASSET_FILES = {
     "nltk/tokenizers/punkt.zip": content("punkt", 700),
     "unowned/readme.txt": b"linked nowhere\n",
 }
-ALIASES = {"tiktoken/o200k_base.tiktoken": sha1(O200K_URL)}
-
-
-def consumers(files: dict[str, bytes]) -> list[Consumer]:
-    """The built-in consumers and two declared ones, as `bake seal` would write them for ``files``."""
-    sizes = {path: len(data) for path, data in files.items()}
-    return [
-        s3tokenizer(sizes),
-        tiktoken(sizes),
-        declared("whisper", "${XDG_CACHE_HOME:-$HOME/.cache}/whisper", sizes),
-        declared("nltk", "$NLTK_DATA", sizes),
-    ]
+# tiktoken files are named by the SHA-1 of their URL; seal adds the <encoding>.tiktoken aliases.
+URLS = {f"tiktoken/{sha1(url)}": url for url in (O200K_URL, CL100K_URL)}
+DECLARED = {"whisper": "${XDG_CACHE_HOME:-$HOME/.cache}/whisper", "nltk": "$NLTK_DATA"}
 
 
 @pytest.fixture(params=SHELLS, ids=lambda s: s.name)
@@ -88,7 +76,7 @@ def shell(request: pytest.FixtureRequest) -> Shell:
 
 @pytest.fixture
 def box(shell: Shell) -> Iterator[Box]:
-    made = new_box(shell, ASSET_FILES, consumers(ASSET_FILES), ALIASES)
+    made = new_box(shell, sealed(ASSET_FILES, URLS, DECLARED))
     yield made
     subprocess.run(["umount", "-l", str(made.root / "mnt")], capture_output=True, check=False)
     shutil.rmtree(made.root)
@@ -860,10 +848,11 @@ def test_ready_line_names_every_served_asset(box: Box) -> None:
     result = box.run("true")
 
     assert result.returncode == 0
+    # In bake.serve's order (locations by ID); vocabs by their alias, nested files by their directory.
     expected = ", ".join(
-        [f"s3tokenizer/{name}" for name in sorted(names(S3))]
-        + [f"tiktoken/{'o200k_base' if name == sha1(O200K_URL) else name}" for name in sorted(names(TK_RS))]
-        + ["whisper/base.pt", "nltk/corpora", "nltk/tokenizers"]
+        ["nltk/corpora", "nltk/tokenizers"]
+        + [f"s3tokenizer/{name}" for name in sorted(names(S3))]
+        + ["tiktoken/cl100k_base", "tiktoken/o200k_base", "whisper/base.pt"]
     )
     assert re.fullmatch(rf"bake: assets ready in \d+ ms: {re.escape(expected)}\n", result.stderr), (
         result.stderr
@@ -873,8 +862,7 @@ def test_ready_line_names_every_served_asset(box: Box) -> None:
 @pytest.mark.parametrize("prefix", ["s3tokenizer", "tiktoken", "whisper", "nltk"])
 def test_a_consumer_with_no_baked_file_leaves_its_locations_alone(box: Box, prefix: str) -> None:
     files = {rel: data for rel, data in ASSET_FILES.items() if rel.startswith(prefix + "/")}
-    aliases = {rel: t for rel, t in ALIASES.items() if rel.startswith(prefix + "/")}
-    assets = make_assets(box.root / "one consumer", files, consumers(files), aliases)
+    assets = sealed(files, URLS, DECLARED)(box.root / "one consumer")
 
     result = box.run("env", BAKE_ASSETS=assets, BAKE_REQUIRE=1)
 
@@ -958,7 +946,7 @@ HUB_LINKS = {
 @pytest.fixture
 def hub_box(shell: Shell) -> Iterator[Box]:
     sizes = {path: len(data) for path, data in HUB_FILES.items()}
-    made = new_box(shell, HUB_FILES, [hub(sizes, HUB_LINKS)], {})
+    made = new_box(shell, hand_written(HUB_FILES, [hub(sizes, HUB_LINKS)], {}))
     yield made
     shutil.rmtree(made.root)
 
@@ -1147,7 +1135,7 @@ def test_overhead_of_entrypoint_true(shell: Shell, capsys: pytest.CaptureFixture
     serve file (a checkpoint and a vocab), set-up already done; TIKTOKEN_* unset, as in CI."""
     files = {f"s3tokenizer/{names(S3)[0]}": ASSET_FILES[f"s3tokenizer/{names(S3)[0]}"]}
     files[f"tiktoken/{sha1(O200K_URL)}"] = ASSET_FILES[f"tiktoken/{sha1(O200K_URL)}"]
-    made = new_box(shell, files, consumers(files), ALIASES)
+    made = new_box(shell, sealed(files, URLS))
     try:
         env = made.env()
         subprocess.run(made.argv("true"), env=env, check=True, capture_output=True)

@@ -25,9 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.serve import SHELLS, Box, Consumer, Shell, content, declared, job_env, new_box, require, snapshot
-from tests.serve import s3tokenizer as s3tokenizer_consumer
-from tests.serve import tiktoken as tiktoken_consumer
+from tests.serve import SHELLS, AssetMaker, Box, Shell, content, job_env, new_box, require, sealed, snapshot
 
 VOCAB = "tiktoken/fb374d419588a4632f3f557e76b4b70aebbca790"
 FILES = {
@@ -45,9 +43,13 @@ EXPORT_VARS = ("TIKTOKEN_RS_CACHE_DIR", "TIKTOKEN_CACHE_DIR", "NLTK_DATA")
 EXAMPLES = int(os.environ.get("BAKE_HYPOTHESIS_EXAMPLES", "25"))
 
 
-def consumers(files: dict[str, bytes]) -> list[Consumer]:
-    sizes = {path: len(data) for path, data in files.items()}
-    return [s3tokenizer_consumer(sizes), tiktoken_consumer(sizes), declared("nltk", "$NLTK_DATA", sizes)]
+DECLARED = {"nltk": "$NLTK_DATA"}
+O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+
+
+def baked(files: dict[str, bytes]) -> AssetMaker:
+    """``files`` sealed by `bake seal`, with the vocab's URL and a declared `$NLTK_DATA` consumer."""
+    return sealed(files, {VOCAB: O200K_URL}, DECLARED)
 
 
 @pytest.fixture(params=SHELLS, ids=lambda s: s.name)
@@ -58,7 +60,7 @@ def shell(request: pytest.FixtureRequest) -> Shell:
 
 @pytest.fixture
 def box(shell: Shell) -> Iterator[Box]:
-    made = new_box(shell, FILES, consumers(FILES), {})
+    made = new_box(shell, baked(FILES))
     yield made
     shutil.rmtree(made.root)
 
@@ -129,7 +131,7 @@ def watch(directory: Path, names: dict[str, bytes], stop: threading.Event, seen:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("count", [12])
 def test_many_jobs_seeding_one_shared_directory_at_once(shell: Shell, count: int) -> None:
-    box = new_box(shell, BIG, consumers(BIG), {})
+    box = new_box(shell, baked(BIG))
     try:
         shared = box.root / "node cache"
         shared.mkdir()
@@ -241,7 +243,7 @@ def test_hostile_values_write_nothing_outside(shell: Shell, values: dict[str, st
 
 def hostile_templates(shell: Shell, templates: dict[str, str]) -> None:
     """Run with ``templates`` ({root} replaced by the run's box) and check the whole box around it."""
-    box = new_box(shell, FILES, consumers(FILES), {})
+    box = new_box(shell, baked(FILES))
     try:
         plant(box.root)
         values = {k: v.replace("{root}", str(box.root)) for k, v in templates.items()}
