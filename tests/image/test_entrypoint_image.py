@@ -24,7 +24,7 @@ import testinfra
 
 from bake.manifest import Asset
 
-from . import ASSET_ROOT, MANIFEST, S3_ASSET, S3_NAME, VOCAB_ASSET, VOCAB_NAME, Run, docker, tree_snapshot
+from . import ALIAS_LINKS, ASSET_ROOT, MANIFEST, S3_ASSET, S3_NAME, VOCAB_NAME, Run, docker, tree_snapshot
 
 pytestmark = pytest.mark.docker
 
@@ -95,9 +95,28 @@ print(json.dumps({
 JOB_SCRIPT = 'touch /out/job-ran && exec python3 -c "$0" "$1"'
 PRINT_ENV = 'eval "$(bake-entrypoint --print-env)" && '
 LOCATIONS = ("s3tokenizer", "TIKTOKEN_RS_CACHE_DIR", "TIKTOKEN_CACHE_DIR")
+KINDS_OF = ("s3tokenizer", "tiktoken")
 TIKTOKEN_VARS = LOCATIONS[1:]
 READY = re.compile(r"^bake: assets ready in \d+ ms: (.+)$")
-READY_LIST = f"{S3_ASSET.path}, tiktoken/o200k_base"
+# Every baked file of each managed kind, by name inside its location.
+BAKED = {
+    kind: {PurePosixPath(a.path).name: a for a in MANIFEST if a.path.startswith(f"{kind}/")}
+    for kind in KINDS_OF
+}
+
+
+def ready_list() -> str:
+    """The ready line's list, in bake.serve's order: a file by its alias, a nested one by its directory."""
+    aliases = {f"{PurePosixPath(link).parent}/{target}": link for link, target in ALIAS_LINKS.items()}
+    shown: list[str] = []
+    for asset in sorted(MANIFEST, key=lambda a: a.path):
+        parts = asset.path.split("/")
+        name = "/".join(parts[:2]) if len(parts) > 2 else asset.path
+        if asset.path in aliases:
+            name = aliases[asset.path].rsplit(".", 1)[0]
+        if name not in shown:
+            shown.append(name)
+    return ", ".join(shown)
 
 
 @dataclass
@@ -159,6 +178,9 @@ def jobdir(tmp_path: Path) -> Path:
     return d
 
 
+# A vocab name no image bakes: user data in a vocab cache.
+OTHER_VOCAB = "0123456789abcdef0123456789abcdef01234567"
+
 # A location per managed kind: the job's environment and the location's path under /job.
 KINDS = {
     "s3tokenizer": ({"XDG_CACHE_HOME": "/job/xdg"}, "xdg/s3tokenizer"),
@@ -181,8 +203,8 @@ def make_state(jobdir: Path, rel: str, state: str) -> None:
         data = jobdir / "persist" if state == "data-link" else loc
         (data / "nested").mkdir(parents=True)
         (data / "nested" / "kept.bin").write_bytes(b"nested user data\n")
-        (data / "9b5ad71b2ce5302211f9c61530b329a4922fc6a4").write_bytes(b"another vocab\n")
-        (data / "speech_tokenizer_v2_25hz.onnx").write_bytes(b"another model\n")
+        (data / OTHER_VOCAB).write_bytes(b"another vocab\n")
+        (data / "speech_tokenizer_v1.onnx").write_bytes(b"another model\n")
         if state == "data-link":
             loc.symlink_to("/job/persist")
 
@@ -220,9 +242,9 @@ def test_fresh_location_becomes_a_writable_directory_of_links(
     assert (j.proc.returncode, j.ran) == (0, True), j.proc.stderr
     assert loc["path"] == loc_path  # served in place, not re-pointed
     assert (loc["is_dir"], loc["is_link"], loc["how"], loc["writable"]) == (True, False, "link", True)
-    asset = S3_ASSET if kind == "s3tokenizer" else VOCAB_ASSET
+    baked = BAKED["s3tokenizer" if kind == "s3tokenizer" else "tiktoken"]
     assert loc["entries"] == {
-        PurePosixPath(asset.path).name: f"{ASSET_ROOT}/{asset.path}"
+        name: f"{ASSET_ROOT}/{a.path}" for name, a in baked.items()
     }  # one link per file
 
 
@@ -274,9 +296,10 @@ def test_node_storage_gains_verified_copies_and_nothing_else(
     loc = j.location(kind)
     assert (loc["path"], loc["how"], loc["writable"]) == (f"/job/{rel}", "copy", True)
     copies = seeded_only(before, tree_snapshot(jobdir))
-    name = PurePosixPath((S3_ASSET if kind == "s3tokenizer" else VOCAB_ASSET).path).name
     data = "persist" if state == "data-link" else rel
-    assert copies == {f"{data}/{name}"}
+    assert copies == {
+        f"{data}/{name}" for name in BAKED["s3tokenizer" if kind == "s3tokenizer" else "tiktoken"]
+    }
     # A second job on the node finds the copy and changes nothing.
     after = tree_snapshot(jobdir)
     again = job(env=env, binds={jobdir: "/job"})
@@ -299,10 +322,10 @@ def test_seed_off_leaves_tiktoken_data_untouched_and_the_job_gets_both(
     assert loc["how"] == "link"
     data = "/job/persist" if state == "data-link" else "/job/loc"
     assert loc["entries"] == {
-        VOCAB_NAME: f"{ASSET_ROOT}/tiktoken/{VOCAB_NAME}",
-        "9b5ad71b2ce5302211f9c61530b329a4922fc6a4": f"{data}/9b5ad71b2ce5302211f9c61530b329a4922fc6a4",
+        **{name: f"{ASSET_ROOT}/{a.path}" for name, a in BAKED["tiktoken"].items()},
+        OTHER_VOCAB: f"{data}/{OTHER_VOCAB}",
         "nested": f"{data}/nested",
-        "speech_tokenizer_v2_25hz.onnx": f"{data}/speech_tokenizer_v2_25hz.onnx",
+        "speech_tokenizer_v1.onnx": f"{data}/speech_tokenizer_v1.onnx",
     }
 
 
@@ -326,8 +349,9 @@ def test_s3tokenizer_data_with_a_valid_model_is_used(
 ) -> None:
     env, rel = KINDS["s3tokenizer"]
     make_state(jobdir, rel, state)
-    model = (jobdir / "persist" if state == "data-link" else jobdir / rel) / S3_NAME
-    model.write_bytes(bytes(S3_ASSET.size))  # "valid" is the cheap check: a regular file of the baked size
+    for name, asset in BAKED["s3tokenizer"].items():
+        # "Valid" is the cheap check: a regular file of the baked size.
+        ((jobdir / "persist" if state == "data-link" else jobdir / rel) / name).write_bytes(bytes(asset.size))
     before = tree_snapshot(jobdir)
     j = job(env=env, binds={jobdir: "/job"})
     assert (j.proc.returncode, j.ran) == (0, True), j.proc.stderr
@@ -385,10 +409,9 @@ def test_concurrent_jobs_on_one_docker_volume_make_one_verified_copy_each(image:
     check = ["run", "--rm", "--network=none", *mount, "--entrypoint", "python3", image, "-c", VOLUME_CHECK]
     listing = json.loads(docker(*check, "/cache").stdout)
     assert listing["links"] == []
-    assert listing["files"][f"xdg/s3tokenizer/{S3_NAME}"] == S3_ASSET.sha256
-    assert listing["files"][f"rs/{VOCAB_NAME}"] == VOCAB_ASSET.sha256
-    extra = {rel for rel in listing["files"] if not rel.endswith(".lock")}
-    assert extra == {f"xdg/s3tokenizer/{S3_NAME}", f"rs/{VOCAB_NAME}"}
+    expected = {f"xdg/s3tokenizer/{name}": a.sha256 for name, a in BAKED["s3tokenizer"].items()}
+    expected.update({f"rs/{name}": a.sha256 for name, a in BAKED["tiktoken"].items()})
+    assert {rel: sha for rel, sha in listing["files"].items() if not rel.endswith(".lock")} == expected
 
 
 # --- a file where a directory belongs: left alone, with a warning
@@ -485,7 +508,7 @@ def test_ready_line_is_the_only_stderr_and_stdout_is_the_jobs(
     (line,) = proc.stderr.splitlines()
     match = READY.match(line)
     assert match, line
-    assert match.group(1) == READY_LIST
+    assert match.group(1) == ready_list()
 
 
 def test_quiet_silences_the_ready_line(run: Run) -> None:
