@@ -204,17 +204,23 @@ def resolve(value: str, cwd: Path) -> Path:
 
 
 def allowed(rel: str, root: Path, env: dict[str, str], cwd: Path) -> bool:
-    """Whether an added entry is inside a location, a job-local directory, or a parent made for one."""
-    path = root / rel
+    """Whether an added entry is inside a location, a job-local directory, or a directory that
+    `mkdir -p` makes along a location's path as written (`a/../b` needs `a`, as the consumer's does)."""
+    path = Path(os.path.normpath(root / rel))
     home = env.get("HOME") or str(root / "home")
     xdg = env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
-    places = [resolve(xdg, cwd) / "s3tokenizer"]
-    places += [resolve(env[var], cwd) for var in EXPORT_VARS if env.get(var)]
+    written = [os.path.join(cwd, xdg, "s3tokenizer")]
+    written += [os.path.join(cwd, env[var]) for var in EXPORT_VARS if env.get(var)]
     tmp = resolve(env.get("TMPDIR") or "/tmp", cwd)
     if any(p.parent == tmp and p.name.startswith("bake-") for p in (path, *path.parents)):
         return True
-    normal = Path(os.path.normpath(path))
-    return any(normal == p or p in normal.parents or normal in p.parents for p in places)
+    for place in written:
+        normal = Path(os.path.normpath(place))
+        parts = Path(place).parts
+        along = {Path(os.path.normpath(os.path.join(*parts[:i]))) for i in range(1, len(parts) + 1)}
+        if path == normal or normal in path.parents or path in along:
+            return True
+    return False
 
 
 def value_for(root: str, segments: list[str], absolute: bool) -> str:
