@@ -24,7 +24,18 @@ import testinfra
 
 from bake.manifest import Asset
 
-from . import ALIAS_LINKS, ASSET_ROOT, MANIFEST, S3_ASSET, S3_NAME, VOCAB_NAME, Run, docker, tree_snapshot
+from . import (
+    ALIAS_LINKS,
+    ASSET_ROOT,
+    MANIFEST,
+    S3_ASSET,
+    S3_NAME,
+    VOCAB_NAME,
+    Run,
+    docker,
+    engine,
+    tree_snapshot,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -364,9 +375,9 @@ def test_s3tokenizer_data_with_a_valid_model_is_used(
 def volume() -> Iterator[str]:
     """A docker volume, as agents mount a persistent cache; removed afterwards."""
     name = f"bake-i11sh-{uuid.uuid4().hex[:12]}"
-    docker("volume", "create", name)
+    volume = engine().volumes.create(name)
     yield name
-    docker("volume", "rm", "-f", name, check=False)
+    volume.remove(force=True)
 
 
 VOLUME_CHECK = r"""
@@ -636,30 +647,23 @@ def test_second_run_changes_nothing(job: Callable[..., Job], jobdir: Path) -> No
 
 def test_sigterm_reaches_the_job(image: str, tmp_path: Path) -> None:
     script = 'trap "echo TERM > /out/term; exit 143" TERM; touch /out/started; while :; do sleep 0.1; done'
-    cid = docker(
-        "run",
-        "-d",
-        "--network=none",
-        "--mount",
-        f"type=bind,src={tmp_path},dst=/out",
-        image,
-        "sh",
-        "-c",
-        script,
-    ).stdout.strip()
+    container = engine().containers.run(
+        image, ["sh", "-c", script], detach=True, network_mode="none",
+        volumes={str(tmp_path): {"bind": "/out", "mode": "rw"}},
+    )  # fmt: skip
     try:
         deadline = time.monotonic() + 30
         while not (tmp_path / "started").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert (tmp_path / "started").exists(), docker("logs", cid).stderr
+        assert (tmp_path / "started").exists(), container.logs(stdout=False, stderr=True).decode()
         sent = time.monotonic()
-        docker("kill", "--signal", "TERM", cid)
-        code = docker("wait", cid, timeout=30).stdout.strip()
+        container.kill(signal="SIGTERM")
+        code = container.wait(timeout=30)["StatusCode"]
         waited = time.monotonic() - sent
     finally:
-        docker("rm", "-f", cid, check=False)
+        container.remove(force=True)
     assert (tmp_path / "term").read_text() == "TERM\n"
-    assert code == "143"
+    assert code == 143
     assert waited < 5
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.image import Run, docker, tree_snapshot
+from tests.image import Run, docker, engine, tree_snapshot
 from tests.image.test_entrypoint_image import seeded_only
 
 pytestmark = pytest.mark.docker
@@ -117,43 +117,38 @@ def test_job_starts_and_sigterm_and_exit_code_pass_through(image: str, tmp_path:
     out = tmp_path / "out"
     out.mkdir()
     out.chmod(0o777)  # --user jobs write their markers here too
-    args = ["run", "-d", "--network=none", "--mount", f"type=bind,src={out},dst=/out"]
+    binds = {str(out): {"bind": "/out", "mode": "rw"}}
     jobdir = tmp_path / "job"
     if case.layout:
         jobdir.mkdir()
         lay_out(jobdir, case.layout)
-        args += ["--mount", f"type=bind,src={jobdir},dst=/job"]
+        binds[str(jobdir)] = {"bind": "/job", "mode": "rw"}
     # /job is a bind mount: node storage. Nothing there is changed or removed; data directories gain
     # only verified copies of the baked files and their lock files; a dangling link stays as it is.
     before = tree_snapshot(jobdir) if case.layout else None
-    for key, value in case.env.items():
-        args += ["--env", f"{key}={value}"]
-    args += ["--user", case.user] if case.user else []
-    args += ["--read-only"] if case.read_only else []
-    args += [arg for dst in case.tmpfs for arg in ("--mount", f"type=tmpfs,dst={dst}")]
-    args += ["--workdir", case.workdir] if case.workdir else []
+    options = {"user": case.user or None, "read_only": case.read_only, "working_dir": case.workdir or None}
+    command = ["sh", "-c", JOB]
     if case.unset:
         unset = [arg for var in case.unset for arg in ("-u", var)]
-        args += ["--entrypoint", "env", image, *unset, "tini", "--", "bake-entrypoint"]
-    else:
-        args += [image]
-    cid = docker(*args, "sh", "-c", JOB).stdout.strip()
+        options["entrypoint"] = ["env", *unset, "tini", "--", "bake-entrypoint"]
+    container = engine().containers.run(
+        image, command, detach=True, network_mode="none", volumes=binds, environment=case.env,
+        tmpfs=dict.fromkeys(case.tmpfs, ""), **options,
+    )  # fmt: skip
     try:
         deadline = time.monotonic() + 30
-        while (
-            not (out / "started").exists()
-            and docker("inspect", "-f", "{{.State.Running}}", cid).stdout.strip() == "true"
-        ):
+        while not (out / "started").exists() and container.status in ("created", "running"):
             assert time.monotonic() < deadline, "the job did not start in 30 s"
             time.sleep(0.05)
-        logs = docker("logs", cid).stderr
+            container.reload()
+        logs = container.logs(stdout=False, stderr=True).decode(errors="replace")
         assert (out / "started").exists(), f"the job never started: {logs}"
-        docker("kill", "--signal", "TERM", cid)
-        code = docker("wait", cid, timeout=30).stdout.strip()
+        container.kill(signal="SIGTERM")
+        code = container.wait(timeout=30)["StatusCode"]
     finally:
-        docker("rm", "-f", cid, check=False)
+        container.remove(force=True)
     assert (out / "term").exists(), f"SIGTERM did not reach the job: {logs}"
-    assert code == "77", f"exit {code}, the job exited 77: {logs}"
+    assert code == 77, f"exit {code}, the job exited 77: {logs}"
     if before is not None:
         copies = seeded_only(before, tree_snapshot(jobdir))
         assert bool(copies) == case.layout.startswith("data"), copies
