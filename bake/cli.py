@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from bake import __version__, lockfile, manifest
 from bake.errors import BakeError, FetchError, UsageError
+from bake.fetch import FetchOptions
 
 log = logging.getLogger("bake")
 
@@ -54,79 +57,95 @@ def _add_selection(p: argparse.ArgumentParser, *, default_manifest: bool = False
     p.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser for every ``bake`` command."""
-    parser = _Parser(prog="bake", description="Verified asset layers for ROCm CI images.")
-    parser.add_argument("--version", action="version", version=f"bake {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+def _add_fetch_limit(p: argparse.ArgumentParser, flag: str, kind: Callable, help_text: str) -> None:
+    """A numeric fetch option whose default is FetchOptions' own, so the parser never restates it."""
+    default = {f.name: f.default for f in dataclasses.fields(FetchOptions)}[flag[2:]]
+    shown = "" if default is None else " (default %(default)s)"
+    p.add_argument(flag, type=kind, default=default, help=help_text + shown)
 
-    fetch = sub.add_parser("fetch", help="download, verify and install every selected asset")
-    _add_selection(fetch, default_manifest=True)
-    fetch.add_argument("--dest", required=True, type=Path, help="directory that receives the assets")
-    fetch.add_argument(
+
+def _add_fetch_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fetch", help="download, verify and install every selected asset")
+    p.set_defaults(run=cmd_fetch)
+    _add_selection(p, default_manifest=True)
+    p.add_argument("--dest", required=True, type=Path, help="directory that receives the assets")
+    p.add_argument(
         "--mirror",
         action="append",
         default=[],
         metavar="PREFIX=REPLACEMENT",
         help="rewrite URLs; tried before the original; repeatable; also BAKE_MIRRORS",
     )
-    fetch.add_argument("--no-origin", action="store_true", help="try only rewritten URLs")
-    fetch.add_argument(
-        "--cache-dir", type=Path, help="download cache; default ${XDG_CACHE_HOME:-~/.cache}/bake"
-    )
-    fetch.add_argument("--connections", type=_positive_int, help="connections per asset")
-    fetch.add_argument("--attempts", type=_positive_int, default=5, help="attempts per source (default 5)")
-    fetch.add_argument(
-        "--timeout",
-        type=_positive_float,
-        default=30.0,
-        help="connect and stall timeout in seconds (default 30)",
-    )
-    fetch.add_argument("--deadline", type=_positive_float, help="wall-clock limit per asset, seconds")
-    fetch.add_argument("--ca-bundle", help="CA bundle for https; default SSL_CERT_FILE or the system store")
-    fetch.add_argument("--jobs", type=_positive_int, default=4, help="assets fetched at once (default 4)")
-    fetch.add_argument("--json", type=Path, metavar="REPORT", help="write a per-asset report here")
-    fetch.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    p.add_argument("--no-origin", action="store_true", help="try only rewritten URLs")
+    p.add_argument("--cache-dir", type=Path, help="download cache; default ${XDG_CACHE_HOME:-~/.cache}/bake")
+    _add_fetch_limit(p, "--connections", _positive_int, "connections per asset")
+    _add_fetch_limit(p, "--attempts", _positive_int, "attempts per source")
+    _add_fetch_limit(p, "--timeout", _positive_float, "connect and stall timeout in seconds")
+    _add_fetch_limit(p, "--deadline", _positive_float, "wall-clock limit per asset, seconds")
+    p.add_argument("--ca-bundle", help="CA bundle for https; default SSL_CERT_FILE or the system store")
+    _add_fetch_limit(p, "--jobs", _positive_int, "assets fetched at once")
+    p.add_argument("--json", type=Path, metavar="REPORT", help="write a per-asset report here")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
 
-    verify = sub.add_parser("verify", help="check assets under --dest against the manifest")
-    _add_selection(verify)
-    verify.add_argument("--dest", required=True, type=Path)
 
-    man = sub.add_parser("manifest", help="print the resolved manifest as JSON, `check` it, or its `digest`")
-    man.add_argument(
+def _add_verify_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("verify", help="check assets under --dest against the manifest")
+    p.set_defaults(run=cmd_verify)
+    _add_selection(p)
+    p.add_argument("--dest", required=True, type=Path)
+
+
+def _add_manifest_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("manifest", help="print the resolved manifest as JSON, `check` it, or its `digest`")
+    p.set_defaults(run=cmd_manifest)
+    p.add_argument(
         "action",
         nargs="?",
         choices=["check", "digest"],
         help="check: compare with the installed consumers; digest: print the manifest digest",
     )
-    _add_selection(man, default_manifest=True)
+    _add_selection(p, default_manifest=True)
 
-    doctor = sub.add_parser("doctor", help="in a job: will each consumer accept the baked files?")
-    doctor.add_argument("--assets", type=Path, default=None, help="baked asset root; default $BAKE_ASSETS")
 
-    seal = sub.add_parser("seal", help="image-build step: add encoding links, make the tree read-only")
-    _add_selection(seal, default_manifest=True)
-    seal.add_argument("--dest", required=True, type=Path)
+def _add_doctor_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("doctor", help="in a job: will each consumer accept the baked files?")
+    p.set_defaults(run=cmd_doctor)
+    p.add_argument("--assets", type=Path, default=None, help="baked asset root; default $BAKE_ASSETS")
 
-    ctx = sub.add_parser("check-context", help="refuse real source changes, tolerate mode drift")
-    ctx.add_argument("directory", nargs="?", type=Path, default=Path())
-    ctx.add_argument("--export", type=Path, metavar="OUT", help="write HEAD's tree, modes normalised, to OUT")
-    ctx.add_argument("--strict", action="store_true", help="untracked files fail the check too")
 
-    build = sub.add_parser("build", help="check-context, then docker buildx bake BAKE ARGS")
-    build.add_argument("--export", action="store_true", help="build from an export of HEAD's tree")
-    build.add_argument("--strict", action="store_true", help="untracked files fail the check too")
-    build.add_argument(
+def _add_seal_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("seal", help="image-build step: add encoding links, make the tree read-only")
+    p.set_defaults(run=cmd_seal)
+    _add_selection(p, default_manifest=True)
+    p.add_argument("--dest", required=True, type=Path)
+
+
+def _add_check_context_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check-context", help="refuse real source changes, tolerate mode drift")
+    p.set_defaults(run=cmd_check_context)
+    p.add_argument("directory", nargs="?", type=Path, default=Path())
+    p.add_argument("--export", type=Path, metavar="OUT", help="write HEAD's tree, modes normalised, to OUT")
+    p.add_argument("--strict", action="store_true", help="untracked files fail the check too")
+
+
+def _add_build_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("build", help="check-context, then docker buildx bake BAKE ARGS")
+    p.set_defaults(run=cmd_build)
+    p.add_argument("--export", action="store_true", help="build from an export of HEAD's tree")
+    p.add_argument("--strict", action="store_true", help="untracked files fail the check too")
+    p.add_argument(
         "--assets-image",
         metavar="REPO",
         help="take the asset layer from REPO:<manifest digest>, building and pushing it first if missing",
     )
-    build.add_argument("bake_args", nargs=argparse.REMAINDER, help="passed to docker buildx bake (after --)")
+    p.add_argument("bake_args", nargs=argparse.REMAINDER, help="passed to docker buildx bake (after --)")
 
-    cache = sub.add_parser("cache", help="manage the download cache")
-    cache_sub = cache.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
+
+def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cache", help="manage the download cache")
+    cache_sub = p.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
     prune = cache_sub.add_parser("prune", help="drop stale partials and entries no manifest names")
+    prune.set_defaults(run=cmd_cache)
     prune.add_argument(
         "--manifest",
         action="append",
@@ -139,9 +158,19 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=7.0,
         metavar="DAYS",
-        help="partials older than this are removed (default 7)",
+        help="partials older than this are removed (default %(default)s)",
     )
     prune.add_argument("--cache-dir", type=Path)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser for every ``bake`` command (one entry of COMMANDS each)."""
+    parser = _Parser(prog="bake", description="Verified asset layers for ROCm CI images.")
+    parser.add_argument("--version", action="version", version=f"bake {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for add_parser in COMMANDS:
+        add_parser(sub)
     return parser
 
 
@@ -155,11 +184,11 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
     assets = _selected(args)
     mirror_specs = os.environ.get("BAKE_MIRRORS", "").split() + args.mirror
-    options = fetch.FetchOptions(
+    options = FetchOptions(
         cache_dir=args.cache_dir or cache.default_cache_dir(),
         mirrors=fetch.parse_mirrors(mirror_specs),
         no_origin=args.no_origin,
-        connections=args.connections or fetch.DEFAULT_CONNECTIONS,
+        connections=args.connections,
         attempts=args.attempts,
         timeout=args.timeout,
         deadline=args.deadline,
@@ -319,16 +348,17 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {
-    "fetch": cmd_fetch,
-    "verify": cmd_verify,
-    "manifest": cmd_manifest,
-    "doctor": cmd_doctor,
-    "seal": cmd_seal,
-    "check-context": cmd_check_context,
-    "build": cmd_build,
-    "cache": cmd_cache,
-}
+# A command is a function that adds its sub-parser (with ``run`` set to its handler), listed here.
+COMMANDS = [
+    _add_fetch_parser,
+    _add_verify_parser,
+    _add_manifest_parser,
+    _add_doctor_parser,
+    _add_seal_parser,
+    _add_check_context_parser,
+    _add_build_parser,
+    _add_cache_parser,
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO, format="bake: %(message)s", stream=sys.stderr
     )
     try:
-        return COMMANDS[args.command](args)
+        return args.run(args)
     except BakeError as exc:
         print(f"bake: error: {exc}", file=sys.stderr)
         return exc.exit_code
