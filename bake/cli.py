@@ -14,23 +14,39 @@ from pathlib import Path
 from bake import __version__, lockfile, manifest
 from bake.errors import BakeError, FetchError, UsageError
 from bake.fetch import FetchOptions
+from bake.text import escape
 
 log = logging.getLogger("bake")
 
 DEFAULT_ASSETS = "/opt/bake/assets"
 
 
+# Upper bounds that keep each number inside what threads, sockets and timers accept
+# (Python's timeouts overflow near 2**63 ns); far above any sensible setting.
+_MAX_COUNT = 1024
+_MAX_SECONDS = 10**6
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text}")
+    if not 1 <= value <= _MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {_MAX_COUNT}, got {text}")
     return value
 
 
 def _positive_float(text: str) -> float:
     value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text}")
+    if not 0 < value <= _MAX_SECONDS:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds above 0 and at most {_MAX_SECONDS}, got {text}"
+        )
+    return value
+
+
+def _days(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 100 * 365:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"expected a number of days from 0 to 36500, got {text}")
     return value
 
 
@@ -155,7 +171,7 @@ def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
     )
     prune.add_argument(
         "--max-age",
-        type=float,
+        type=_days,
         default=7.0,
         metavar="DAYS",
         help="partials older than this are removed (default %(default)s)",
@@ -200,16 +216,21 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         raise UsageError("--no-origin needs at least one --mirror (or BAKE_MIRRORS); nothing could be tried")
     if args.dest.exists() and not args.dest.is_dir():
         raise UsageError(f"--dest {args.dest}: exists and is not a directory")
+    if args.json:
+        _check_report_path(args.json)
     sink = None if args.quiet else progress.make_progress(sys.stderr)
     try:
         records = fetch.fetch_assets(assets, args.dest, options, sink)
     except fetch.FetchFailed as exc:
-        if args.json:
-            _write_report(args.json, exc.records)
+        if args.json and (problem := _write_report(args.json, exc.records)):
+            log.error("--json %r: %s", str(args.json), problem)
         raise
-    if args.json:
-        _write_report(args.json, records)
     lockfile.write_index(args.dest, assets)
+    if args.json and (problem := _write_report(args.json, records)):
+        raise UsageError(
+            f"--json {str(args.json)!r}: {problem}; the assets are installed and verified, "
+            "so rerun with a writable --json path to get the report"
+        )
     log.info(
         "%d asset(s) verified under %s (manifest digest %s)",
         len(assets),
@@ -219,7 +240,22 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_report(path: Path, records: list) -> None:
+def _check_report_path(path: Path) -> None:
+    """Refuse a --json path that cannot be written, before any asset is fetched."""
+    parent = path.parent
+    if path.is_dir():
+        problem = "is a directory"
+    elif not parent.is_dir():
+        problem = f"its directory {str(parent)!r} does not exist"
+    elif not os.access(path if path.exists() else parent, os.W_OK):
+        problem = "cannot be written (permissions or a read-only filesystem)"
+    else:
+        return
+    raise UsageError(f"--json {str(path)!r}: {problem}; give a writable file path for the report")
+
+
+def _write_report(path: Path, records: list) -> str | None:
+    """Write the per-asset report; return why it could not be written, or None."""
     report = [
         {
             "name": r.name,
@@ -233,7 +269,11 @@ def _write_report(path: Path, records: list) -> None:
         }
         for r in records
     ]
-    path.write_text(json.dumps({"assets": report}, indent=2) + "\n", encoding="utf-8")
+    try:
+        path.write_text(json.dumps({"assets": report}, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        return f"the report could not be written ({exc.strerror or exc})"
+    return None
 
 
 def _assets_root(explicit: Path | None) -> Path:
@@ -319,7 +359,7 @@ def cmd_check_context(args: argparse.Namespace) -> int:
 
 def _warn_untracked(untracked: tuple[str, ...]) -> None:
     if untracked:
-        listing = "\n  ".join(untracked[:50])
+        listing = "\n  ".join(escape(p) for p in untracked[:50])
         more = f"\n  … and {len(untracked) - 50} more" if len(untracked) > 50 else ""
         print(
             f"bake: warning: {len(untracked)} untracked file(s) would enter a plain build context "
@@ -361,20 +401,31 @@ COMMANDS = [
 ]
 
 
+# Every message bake prints passes one of these two, so text from servers, URLs and
+# paths reaches the terminal with its control characters escaped (bake.text.escape).
+def _print_error(exc: BakeError) -> None:
+    print(f"bake: error: {escape(str(exc), keep_newlines=True)}", file=sys.stderr)
+
+
+class _EscapingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return escape(super().format(record), keep_newlines=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command and return its exit code."""
     try:
         args = build_parser().parse_args(argv)
     except UsageError as exc:
-        print(f"bake: error: {exc}", file=sys.stderr)
+        _print_error(exc)
         return exc.exit_code
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="bake: %(message)s", stream=sys.stderr
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_EscapingFormatter("bake: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
     try:
         return args.run(args)
     except BakeError as exc:
-        print(f"bake: error: {exc}", file=sys.stderr)
+        _print_error(exc)
         return exc.exit_code
     except KeyboardInterrupt:
         print(
