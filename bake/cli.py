@@ -349,7 +349,7 @@ def cmd_seal(args: argparse.Namespace) -> int:
 def cmd_check_context(args: argparse.Namespace) -> int:
     from bake import context
 
-    report = context.check_context(args.directory, strict=args.strict)
+    report = context.check_context(args.directory, strict=args.strict, export=args.export is not None)
     _warn_untracked(report.untracked)
     if args.export:
         context.export_context(args.directory, args.export)
@@ -404,12 +404,12 @@ COMMANDS = [
 # Every message bake prints passes one of these two, so text from servers, URLs and
 # paths reaches the terminal with its control characters escaped (bake.text.escape).
 def _print_error(exc: BakeError) -> None:
-    print(f"bake: error: {escape(str(exc), keep_newlines=True)}", file=sys.stderr)
+    print(f"bake: error: {escape(str(exc), keep_layout=True)}", file=sys.stderr)
 
 
 class _EscapingFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return escape(super().format(record), keep_newlines=True)
+        return escape(super().format(record), keep_layout=True)
 
 
 def main(argv: list[str] | None = None) -> int:
