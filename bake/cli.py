@@ -80,11 +80,8 @@ def _add_fetch_limit(p: argparse.ArgumentParser, flag: str, kind: Callable, help
     p.add_argument(flag, type=kind, default=default, help=help_text + shown)
 
 
-def _add_fetch_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("fetch", help="download, verify and install every selected asset")
-    p.set_defaults(run=cmd_fetch)
-    _add_selection(p, default_manifest=True)
-    p.add_argument("--dest", required=True, type=Path, help="directory that receives the assets")
+def _add_fetch_options(p: argparse.ArgumentParser) -> None:
+    """The engine's options, shared by every command that fetches (fetch, add)."""
     p.add_argument(
         "--mirror",
         action="append",
@@ -99,9 +96,41 @@ def _add_fetch_parser(sub: argparse._SubParsersAction) -> None:
     _add_fetch_limit(p, "--timeout", _positive_float, "connect and stall timeout in seconds")
     _add_fetch_limit(p, "--deadline", _positive_float, "wall-clock limit per asset, seconds")
     p.add_argument("--ca-bundle", help="CA bundle for https; default SSL_CERT_FILE or the system store")
+
+
+def _add_fetch_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fetch", help="download, verify and install every selected asset")
+    p.set_defaults(run=cmd_fetch)
+    _add_selection(p, default_manifest=True)
+    p.add_argument("--dest", required=True, type=Path, help="directory that receives the assets")
+    _add_fetch_options(p)
     _add_fetch_limit(p, "--jobs", _positive_int, "assets fetched at once")
     p.add_argument("--json", type=Path, metavar="REPORT", help="write a per-asset report here")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+
+
+def _add_add_parser(sub: argparse._SubParsersAction) -> None:
+    add = sub.add_parser("add", help="fetch a new file once and append its complete entry to the manifest")
+    add.set_defaults(run=cmd_add)
+    add.add_argument("target", metavar="URL", help="the file's URL (with --size-only: an asset NAME)")
+    add.add_argument("--name", help="the entry's name; default from the URL or the consumer's naming rule")
+    add.add_argument("--path", help="the entry's path; default from the owning consumer's naming rule")
+    add.add_argument(
+        "--sha256", metavar="H", help="the bytes must hash to H, else exit 3 and nothing is written"
+    )
+    add.add_argument(
+        "--size-only", action="store_true", help="fill in the missing size of the existing entry NAME"
+    )
+    add.add_argument(
+        "--manifest",
+        default=manifest.DEFAULT_MANIFEST,
+        help=f"manifest to edit; default {manifest.DEFAULT_MANIFEST}",
+    )
+    add.add_argument(
+        "--group", action="append", default=[], metavar="G", help="put the entry in group G; repeatable"
+    )
+    add.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
+    _add_fetch_options(add)
 
 
 def _add_verify_parser(sub: argparse._SubParsersAction) -> None:
@@ -195,10 +224,10 @@ def _selected(args: argparse.Namespace) -> list[manifest.Asset]:
     return manifest.select(assets, args.group)
 
 
-def cmd_fetch(args: argparse.Namespace) -> int:
-    from bake import cache, fetch, progress
+def _fetch_options(args: argparse.Namespace):
+    """Return the engine's FetchOptions from the shared fetch options. Raises UsageError."""
+    from bake import cache, fetch
 
-    assets = _selected(args)
     mirror_specs = os.environ.get("BAKE_MIRRORS", "").split() + args.mirror
     options = FetchOptions(
         cache_dir=args.cache_dir or cache.default_cache_dir(),
@@ -210,10 +239,18 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         deadline=args.deadline,
         allow_http=args.allow_http,
         ca_bundle=args.ca_bundle,
-        jobs=args.jobs,
+        jobs=getattr(args, "jobs", 1),
     )
     if options.no_origin and not options.mirrors:
         raise UsageError("--no-origin needs at least one --mirror (or BAKE_MIRRORS); nothing could be tried")
+    return options
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from bake import fetch, progress
+
+    assets = _selected(args)
+    options = _fetch_options(args)
     if args.dest.exists() and not args.dest.is_dir():
         raise UsageError(f"--dest {args.dest}: exists and is not a directory")
     if args.json:
@@ -286,10 +323,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if args.group:
             raise UsageError("--group needs --manifest; the lock already holds only the selected assets")
         files = lockfile.read_lock(args.dest)
+        assets = None
     else:
         args.manifest = args.manifest or manifest.DEFAULT_MANIFEST
-        files = lockfile.expected_files(_selected(args))
-    lockfile.verify_dest(args.dest, files)
+        assets = _selected(args)
+        files = lockfile.expected_files(assets)
+    lockfile.verify_dest(args.dest, files, assets=assets)
     print(f"bake: {len(files)} asset(s) under {args.dest} verified")
     return 0
 
@@ -299,7 +338,7 @@ def _print_findings(findings: list, bad_label: str, consumers: str) -> list:
     for f in findings:
         print(f"{'ok' if f.ok else bad_label}  {f.consumer}  {f.asset}: {f.detail}")
     if not findings:
-        print(f"bake: no consumer package ({consumers}) is installed; nothing to check")
+        print(f"bake: no consumer package ({consumers}) is installed and none is declared; nothing to check")
     return [f for f in findings if not f.ok]
 
 
@@ -314,11 +353,15 @@ def cmd_manifest(args: argparse.Namespace) -> int:
         doc = {
             "manifest_digest": manifest.manifest_digest(assets),
             "assets": [manifest.to_json(a) for a in assets],
+            "consumers": [
+                {"prefix": c.prefix, "builtin": c.builtin, **c.declaration()} for c in assets.consumers()
+            ],
         }
         print(json.dumps(doc, indent=2))
         return 0
-    findings = consumers.check_manifest(assets)
-    bad = _print_findings(findings, "MISMATCH", "s3tokenizer, tiktoken")
+    table = assets.consumers()
+    findings = consumers.check_manifest(assets, table)
+    bad = _print_findings(findings, "MISMATCH", ", ".join(c.name for c in table if c.builtin))
     if bad:
         raise UsageError(
             f"{len(bad)} manifest entr{'y' if len(bad) == 1 else 'ies'} disagree with the installed "
@@ -331,8 +374,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from bake import consumers
 
     root = _assets_root(args.assets)
-    findings = consumers.doctor(root, lockfile.read_lock(root))
-    bad = _print_findings(findings, "WOULD DOWNLOAD", "s3tokenizer, openai-harmony, tiktoken")
+    serve = root / consumers.SERVE_NAME
+    # The image holds no manifest: declared consumers come back from what seal wrote.
+    declared = consumers.declared_from_serve(serve.read_text(encoding="utf-8")) if serve.is_file() else []
+    table = consumers.table(declared)
+    findings = consumers.doctor(root, lockfile.read_lock(root), table)
+    bad = _print_findings(findings, "WOULD DOWNLOAD", ", ".join(c.name for c in table))
     if bad:
         raise FetchError(
             f"{len(bad)} consumer lookup(s) would trigger a download; run the job through bake-entrypoint, "
@@ -388,8 +435,27 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_add(args: argparse.Namespace) -> int:
+    from bake import add
+
+    options = _fetch_options(args)
+    path = Path(args.manifest)
+    if args.size_only:
+        if args.name or args.path or args.sha256 or args.group:
+            raise UsageError("--size-only takes only an asset NAME and fetch options")
+        asset = add.fill_size(path, args.target, options)
+        print(f"bake: {asset.name}: size = {asset.size} in {path}")
+        return 0
+    asset = add.add(
+        path, args.target, options, name=args.name, path=args.path, groups=args.group, sha256=args.sha256
+    )
+    print(f"bake: added {asset.name} ({asset.path}, {asset.size} bytes, sha256 {asset.sha256}) to {path}")
+    return 0
+
+
 # A command is a function that adds its sub-parser (with ``run`` set to its handler), listed here.
 COMMANDS = [
+    _add_add_parser,
     _add_fetch_parser,
     _add_verify_parser,
     _add_manifest_parser,
