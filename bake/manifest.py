@@ -172,6 +172,16 @@ def _check_path(path: object, where: str) -> str:
     return path
 
 
+def _check_groups(groups: object, where: str) -> list[str]:
+    if not isinstance(groups, list) or not all(
+        isinstance(g, str) and g and not has_control(g) for g in groups
+    ):
+        raise ManifestError(
+            f"{where}: groups must be a list of names without control characters, got {groups!r}"
+        )
+    return groups
+
+
 def _check_path_length(path: str, where: str) -> None:
     """Refuse a path the filesystem could not hold, with bake's staging name beside it."""
     if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
@@ -229,13 +239,7 @@ def parse_asset(
     size = raw.get("size")
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
         raise ManifestError(f"{where}: size must be a non-negative integer, got {size!r}")
-    groups = raw.get("groups", [])
-    if not isinstance(groups, list) or not all(
-        isinstance(g, str) and g and not has_control(g) for g in groups
-    ):
-        raise ManifestError(
-            f"{where}: groups must be a list of names without control characters, got {groups!r}"
-        )
+    groups = _check_groups(raw.get("groups", []), where)
     asset = Asset(
         name=name,
         path=_check_path(raw["path"], where),
