@@ -71,7 +71,7 @@ def run_build(
 def _checked(directory: Path, *, export: bool, strict: bool) -> ContextReport | None:
     """Run the context check; return its report, or None when an export makes the changes moot."""
     try:
-        return check_context(directory, strict=strict)
+        return check_context(directory, strict=strict, export=export)
     except ContextDirty as exc:
         if strict:
             raise

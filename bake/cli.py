@@ -3,31 +3,50 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from bake import __version__, lockfile, manifest
 from bake.errors import BakeError, FetchError, UsageError
+from bake.fetch import FetchOptions
+from bake.text import escape
 
 log = logging.getLogger("bake")
 
 DEFAULT_ASSETS = "/opt/bake/assets"
 
 
+# Upper bounds that keep each number inside what threads, sockets and timers accept
+# (Python's timeouts overflow near 2**63 ns); far above any sensible setting.
+_MAX_COUNT = 1024
+_MAX_SECONDS = 10**6
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text}")
+    if not 1 <= value <= _MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {_MAX_COUNT}, got {text}")
     return value
 
 
 def _positive_float(text: str) -> float:
     value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text}")
+    if not 0 < value <= _MAX_SECONDS:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds above 0 and at most {_MAX_SECONDS}, got {text}"
+        )
+    return value
+
+
+def _days(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 100 * 365:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"expected a number of days from 0 to 36500, got {text}")
     return value
 
 
@@ -54,6 +73,13 @@ def _add_selection(p: argparse.ArgumentParser, *, default_manifest: bool = False
     p.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
 
 
+def _add_fetch_limit(p: argparse.ArgumentParser, flag: str, kind: Callable, help_text: str) -> None:
+    """A numeric fetch option whose default is FetchOptions' own, so the parser never restates it."""
+    default = {f.name: f.default for f in dataclasses.fields(FetchOptions)}[flag[2:]]
+    shown = "" if default is None else " (default %(default)s)"
+    p.add_argument(flag, type=kind, default=default, help=help_text + shown)
+
+
 def _add_fetch_options(p: argparse.ArgumentParser) -> None:
     """The engine's options, shared by every command that fetches (fetch, add)."""
     p.add_argument(
@@ -65,20 +91,27 @@ def _add_fetch_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-origin", action="store_true", help="try only rewritten URLs")
     p.add_argument("--cache-dir", type=Path, help="download cache; default ${XDG_CACHE_HOME:-~/.cache}/bake")
-    p.add_argument("--connections", type=_positive_int, help="connections per asset")
-    p.add_argument("--attempts", type=_positive_int, default=5, help="attempts per source (default 5)")
-    p.add_argument(
-        "--timeout",
-        type=_positive_float,
-        default=30.0,
-        help="connect and stall timeout in seconds (default 30)",
-    )
-    p.add_argument("--deadline", type=_positive_float, help="wall-clock limit per asset, seconds")
+    _add_fetch_limit(p, "--connections", _positive_int, "connections per asset")
+    _add_fetch_limit(p, "--attempts", _positive_int, "attempts per source")
+    _add_fetch_limit(p, "--timeout", _positive_float, "connect and stall timeout in seconds")
+    _add_fetch_limit(p, "--deadline", _positive_float, "wall-clock limit per asset, seconds")
     p.add_argument("--ca-bundle", help="CA bundle for https; default SSL_CERT_FILE or the system store")
+
+
+def _add_fetch_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fetch", help="download, verify and install every selected asset")
+    p.set_defaults(run=cmd_fetch)
+    _add_selection(p, default_manifest=True)
+    p.add_argument("--dest", required=True, type=Path, help="directory that receives the assets")
+    _add_fetch_options(p)
+    _add_fetch_limit(p, "--jobs", _positive_int, "assets fetched at once")
+    p.add_argument("--json", type=Path, metavar="REPORT", help="write a per-asset report here")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
 
 
 def _add_add_parser(sub: argparse._SubParsersAction) -> None:
     add = sub.add_parser("add", help="fetch a new file once and append its complete entry to the manifest")
+    add.set_defaults(run=cmd_add)
     add.add_argument("target", metavar="URL", help="the file's URL (with --size-only: an asset NAME)")
     add.add_argument("--name", help="the entry's name; default from the URL or the consumer's naming rule")
     add.add_argument("--path", help="the entry's path; default from the owning consumer's naming rule")
@@ -100,61 +133,64 @@ def _add_add_parser(sub: argparse._SubParsersAction) -> None:
     _add_fetch_options(add)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser for every ``bake`` command."""
-    parser = _Parser(prog="bake", description="Verified asset layers for ROCm CI images.")
-    parser.add_argument("--version", action="version", version=f"bake {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+def _add_verify_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("verify", help="check assets under --dest against the manifest")
+    p.set_defaults(run=cmd_verify)
+    _add_selection(p)
+    p.add_argument("--dest", required=True, type=Path)
 
-    fetch = sub.add_parser("fetch", help="download, verify and install every selected asset")
-    _add_selection(fetch, default_manifest=True)
-    fetch.add_argument("--dest", required=True, type=Path, help="directory that receives the assets")
-    _add_fetch_options(fetch)
-    fetch.add_argument("--jobs", type=_positive_int, default=4, help="assets fetched at once (default 4)")
-    fetch.add_argument("--json", type=Path, metavar="REPORT", help="write a per-asset report here")
-    fetch.add_argument("-q", "--quiet", action="store_true", help="no progress output")
 
-    verify = sub.add_parser("verify", help="check assets under --dest against the manifest")
-    _add_selection(verify)
-    verify.add_argument("--dest", required=True, type=Path)
-
-    man = sub.add_parser("manifest", help="print the resolved manifest as JSON, `check` it, or its `digest`")
-    man.add_argument(
+def _add_manifest_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("manifest", help="print the resolved manifest as JSON, `check` it, or its `digest`")
+    p.set_defaults(run=cmd_manifest)
+    p.add_argument(
         "action",
         nargs="?",
         choices=["check", "digest"],
         help="check: compare with the installed consumers; digest: print the manifest digest",
     )
-    _add_selection(man, default_manifest=True)
+    _add_selection(p, default_manifest=True)
 
-    doctor = sub.add_parser("doctor", help="in a job: will each consumer accept the baked files?")
-    doctor.add_argument("--assets", type=Path, default=None, help="baked asset root; default $BAKE_ASSETS")
 
-    seal = sub.add_parser("seal", help="image-build step: add encoding links, make the tree read-only")
-    _add_selection(seal, default_manifest=True)
-    seal.add_argument("--dest", required=True, type=Path)
+def _add_doctor_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("doctor", help="in a job: will each consumer accept the baked files?")
+    p.set_defaults(run=cmd_doctor)
+    p.add_argument("--assets", type=Path, default=None, help="baked asset root; default $BAKE_ASSETS")
 
-    ctx = sub.add_parser("check-context", help="refuse real source changes, tolerate mode drift")
-    ctx.add_argument("directory", nargs="?", type=Path, default=Path())
-    ctx.add_argument("--export", type=Path, metavar="OUT", help="write HEAD's tree, modes normalised, to OUT")
-    ctx.add_argument("--strict", action="store_true", help="untracked files fail the check too")
 
-    build = sub.add_parser("build", help="check-context, then docker buildx bake BAKE ARGS")
-    build.add_argument("--export", action="store_true", help="build from an export of HEAD's tree")
-    build.add_argument("--strict", action="store_true", help="untracked files fail the check too")
-    build.add_argument(
+def _add_seal_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("seal", help="image-build step: add encoding links, make the tree read-only")
+    p.set_defaults(run=cmd_seal)
+    _add_selection(p, default_manifest=True)
+    p.add_argument("--dest", required=True, type=Path)
+
+
+def _add_check_context_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check-context", help="refuse real source changes, tolerate mode drift")
+    p.set_defaults(run=cmd_check_context)
+    p.add_argument("directory", nargs="?", type=Path, default=Path())
+    p.add_argument("--export", type=Path, metavar="OUT", help="write HEAD's tree, modes normalised, to OUT")
+    p.add_argument("--strict", action="store_true", help="untracked files fail the check too")
+
+
+def _add_build_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("build", help="check-context, then docker buildx bake BAKE ARGS")
+    p.set_defaults(run=cmd_build)
+    p.add_argument("--export", action="store_true", help="build from an export of HEAD's tree")
+    p.add_argument("--strict", action="store_true", help="untracked files fail the check too")
+    p.add_argument(
         "--assets-image",
         metavar="REPO",
         help="take the asset layer from REPO:<manifest digest>, building and pushing it first if missing",
     )
-    build.add_argument("bake_args", nargs=argparse.REMAINDER, help="passed to docker buildx bake (after --)")
+    p.add_argument("bake_args", nargs=argparse.REMAINDER, help="passed to docker buildx bake (after --)")
 
-    _add_add_parser(sub)
 
-    cache = sub.add_parser("cache", help="manage the download cache")
-    cache_sub = cache.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
+def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cache", help="manage the download cache")
+    cache_sub = p.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
     prune = cache_sub.add_parser("prune", help="drop stale partials and entries no manifest names")
+    prune.set_defaults(run=cmd_cache)
     prune.add_argument(
         "--manifest",
         action="append",
@@ -164,12 +200,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     prune.add_argument(
         "--max-age",
-        type=float,
+        type=_days,
         default=7.0,
         metavar="DAYS",
-        help="partials older than this are removed (default 7)",
+        help="partials older than this are removed (default %(default)s)",
     )
     prune.add_argument("--cache-dir", type=Path)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser for every ``bake`` command (one entry of COMMANDS each)."""
+    parser = _Parser(prog="bake", description="Verified asset layers for ROCm CI images.")
+    parser.add_argument("--version", action="version", version=f"bake {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for add_parser in COMMANDS:
+        add_parser(sub)
     return parser
 
 
@@ -183,11 +229,11 @@ def _fetch_options(args: argparse.Namespace):
     from bake import cache, fetch
 
     mirror_specs = os.environ.get("BAKE_MIRRORS", "").split() + args.mirror
-    options = fetch.FetchOptions(
+    options = FetchOptions(
         cache_dir=args.cache_dir or cache.default_cache_dir(),
         mirrors=fetch.parse_mirrors(mirror_specs),
         no_origin=args.no_origin,
-        connections=args.connections or fetch.DEFAULT_CONNECTIONS,
+        connections=args.connections,
         attempts=args.attempts,
         timeout=args.timeout,
         deadline=args.deadline,
@@ -207,16 +253,21 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     options = _fetch_options(args)
     if args.dest.exists() and not args.dest.is_dir():
         raise UsageError(f"--dest {args.dest}: exists and is not a directory")
+    if args.json:
+        _check_report_path(args.json)
     sink = None if args.quiet else progress.make_progress(sys.stderr)
     try:
         records = fetch.fetch_assets(assets, args.dest, options, sink)
     except fetch.FetchFailed as exc:
-        if args.json:
-            _write_report(args.json, exc.records)
+        if args.json and (problem := _write_report(args.json, exc.records)):
+            log.error("--json %r: %s", str(args.json), problem)
         raise
-    if args.json:
-        _write_report(args.json, records)
     lockfile.write_index(args.dest, assets)
+    if args.json and (problem := _write_report(args.json, records)):
+        raise UsageError(
+            f"--json {str(args.json)!r}: {problem}; the assets are installed and verified, "
+            "so rerun with a writable --json path to get the report"
+        )
     log.info(
         "%d asset(s) verified under %s (manifest digest %s)",
         len(assets),
@@ -226,7 +277,22 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_report(path: Path, records: list) -> None:
+def _check_report_path(path: Path) -> None:
+    """Refuse a --json path that cannot be written, before any asset is fetched."""
+    parent = path.parent
+    if path.is_dir():
+        problem = "is a directory"
+    elif not parent.is_dir():
+        problem = f"its directory {str(parent)!r} does not exist"
+    elif not os.access(path if path.exists() else parent, os.W_OK):
+        problem = "cannot be written (permissions or a read-only filesystem)"
+    else:
+        return
+    raise UsageError(f"--json {str(path)!r}: {problem}; give a writable file path for the report")
+
+
+def _write_report(path: Path, records: list) -> str | None:
+    """Write the per-asset report; return why it could not be written, or None."""
     report = [
         {
             "name": r.name,
@@ -240,7 +306,11 @@ def _write_report(path: Path, records: list) -> None:
         }
         for r in records
     ]
-    path.write_text(json.dumps({"assets": report}, indent=2) + "\n", encoding="utf-8")
+    try:
+        path.write_text(json.dumps({"assets": report}, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        return f"the report could not be written ({exc.strerror or exc})"
+    return None
 
 
 def _assets_root(explicit: Path | None) -> Path:
@@ -326,7 +396,7 @@ def cmd_seal(args: argparse.Namespace) -> int:
 def cmd_check_context(args: argparse.Namespace) -> int:
     from bake import context
 
-    report = context.check_context(args.directory, strict=args.strict)
+    report = context.check_context(args.directory, strict=args.strict, export=args.export is not None)
     _warn_untracked(report.untracked)
     if args.export:
         context.export_context(args.directory, args.export)
@@ -336,7 +406,7 @@ def cmd_check_context(args: argparse.Namespace) -> int:
 
 def _warn_untracked(untracked: tuple[str, ...]) -> None:
     if untracked:
-        listing = "\n  ".join(untracked[:50])
+        listing = "\n  ".join(escape(p) for p in untracked[:50])
         more = f"\n  … and {len(untracked) - 50} more" if len(untracked) > 50 else ""
         print(
             f"bake: warning: {len(untracked)} untracked file(s) would enter a plain build context "
@@ -383,17 +453,29 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {
-    "add": cmd_add,
-    "fetch": cmd_fetch,
-    "verify": cmd_verify,
-    "manifest": cmd_manifest,
-    "doctor": cmd_doctor,
-    "seal": cmd_seal,
-    "check-context": cmd_check_context,
-    "build": cmd_build,
-    "cache": cmd_cache,
-}
+# A command is a function that adds its sub-parser (with ``run`` set to its handler), listed here.
+COMMANDS = [
+    _add_add_parser,
+    _add_fetch_parser,
+    _add_verify_parser,
+    _add_manifest_parser,
+    _add_doctor_parser,
+    _add_seal_parser,
+    _add_check_context_parser,
+    _add_build_parser,
+    _add_cache_parser,
+]
+
+
+# Every message bake prints passes one of these two, so text from servers, URLs and
+# paths reaches the terminal with its control characters escaped (bake.text.escape).
+def _print_error(exc: BakeError) -> None:
+    print(f"bake: error: {escape(str(exc), keep_layout=True)}", file=sys.stderr)
+
+
+class _EscapingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return escape(super().format(record), keep_layout=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -401,15 +483,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except UsageError as exc:
-        print(f"bake: error: {exc}", file=sys.stderr)
+        _print_error(exc)
         return exc.exit_code
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="bake: %(message)s", stream=sys.stderr
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_EscapingFormatter("bake: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
     try:
-        return COMMANDS[args.command](args)
+        return args.run(args)
     except BakeError as exc:
-        print(f"bake: error: {exc}", file=sys.stderr)
+        _print_error(exc)
         return exc.exit_code
     except KeyboardInterrupt:
         print(

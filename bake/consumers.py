@@ -106,6 +106,8 @@ class Consumer:
     """
 
     builtin = False
+    # The distributions whose own lookups `bake doctor` checks; a declared consumer names none.
+    libraries: tuple[str, ...] = ()
 
     def __init__(self, name: str, locations: Sequence[Location]) -> None:
         self.name = name
@@ -197,6 +199,7 @@ class S3Tokenizer(Consumer):
     """s3tokenizer: ``load_model(name)`` looks for ``<name>.onnx`` and checks its own ``_SHA256S``."""
 
     builtin = True
+    libraries = ("s3tokenizer",)
 
     def __init__(self) -> None:
         super().__init__("s3tokenizer", [parse_location("${XDG_CACHE_HOME:-$HOME/.cache}/s3tokenizer", "")])
@@ -280,6 +283,7 @@ class Tiktoken(Consumer):
         ("openai-harmony", "TIKTOKEN_RS_CACHE_DIR", ("TIKTOKEN_RS_CACHE_DIR",), "tiktoken-rs-cache"),
         ("tiktoken", "TIKTOKEN_CACHE_DIR", ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"), "data-gym-cache"),
     )
+    libraries = tuple(client for client, *_ in CLIENTS)
 
     def __init__(self) -> None:
         super().__init__("tiktoken", [parse_location(f"${var}", "") for _, var, _, _ in self.CLIENTS])

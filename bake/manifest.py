@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from bake import consumers
 from bake.errors import ManifestError
+from bake.text import escape, has_control
 
 DEFAULT_MANIFEST = "docker/assets.toml"
 
@@ -21,10 +22,32 @@ _REQUIRED_KEYS = ("name", "path", "sha256", "urls")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Root names bake writes itself, beside the assets.
 RESERVED_ROOT_NAMES = ("SHA256SUMS", "bake.lock.json", consumers.SERVE_NAME)
 SCHEMES = ("https", "http", "file", "hf")
+
+# The contract's bound on a manifest, checked before a byte is parsed.
+MAX_MANIFEST_BYTES = 32 * 1024 * 1024
+# Arrays, inline tables and dotted keys nest this deep at most. The schema needs a
+# few levels; the bound keeps the parser's recursion, and its cost per dotted-key
+# level, small.
+MAX_DEPTH = 32
+# A path component leaves room for the staging name bake puts beside it
+# (".NAME.bake-staging.HOST.PID.N", HOST up to 64 bytes) within NAME_MAX, 255 bytes.
+MAX_COMPONENT_BYTES = 255 - 100
+# A whole asset path stays far below PATH_MAX (4096), whatever --dest is put before it.
+MAX_PATH_BYTES = 1024
+# Outside strings and comments: brackets that open or close a level, dots that add
+# one, and line ends. Strings and comments are matched whole, so their text is skipped.
+_DEPTH_TOKENS = re.compile(
+    # Each string form is an unrolled loop (runs of plain characters between
+    # escapes), which the regex engine scans without per-character backtracking.
+    r'"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"""|'
+    r"'''[^']*(?:'(?!'')[^']*)*'''|"
+    r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"|'
+    r"'[^'\n]*'|#[^\n]*|[\[\]{}.\n]",
+    re.DOTALL,
+)
 
 
 @dataclass(frozen=True)
@@ -96,6 +119,11 @@ def check_url(url: str, *, allow_http: bool, where: str) -> None:
     URL never reaches it.
     """
     shown = redact_url(url)
+    if has_control(url):
+        raise ManifestError(
+            f"{where}: url {shown!r} holds a control character (a tab, a line break...); "
+            "write it percent-encoded, for example %0A for a newline"
+        )
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - the property raises for a port out of range
@@ -121,10 +149,13 @@ def check_url(url: str, *, allow_http: bool, where: str) -> None:
 def _check_path(path: object, where: str) -> str:
     if not isinstance(path, str) or not path:
         raise ManifestError(f"{where}: 'path' must be a non-empty string, got {path!r}")
-    if "\\" in path or _CONTROL.search(path):
+    if has_control(path):
         raise ManifestError(
-            f"{where}: path {path!r} must be a POSIX path without backslashes or control characters"
+            f"{where}: path {path!r} holds control characters; SHA256SUMS and the logs are "
+            "line-based, so a path must be printable: rename the file"
         )
+    if "\\" in path:
+        raise ManifestError(f"{where}: path {path!r} must be a POSIX path without backslashes")
     pure = PurePosixPath(path)
     if pure.is_absolute():
         raise ManifestError(f"{where}: path {path!r} is absolute; give a path relative to --dest")
@@ -133,9 +164,36 @@ def _check_path(path: object, where: str) -> str:
             f"{where}: path {path!r} must be a normalised relative path with no '..' "
             f"(expected something like {pure.as_posix().lstrip('./') or 'dir/file'!r})"
         )
+    if path == ".":
+        raise ManifestError(f"{where}: path '.' is --dest itself; give a file path such as 'dir/file'")
+    _check_path_length(path, where)
     if pure.name in RESERVED_ROOT_NAMES and len(pure.parts) == 1:
         raise ManifestError(f"{where}: path {path!r} is reserved for bake's own index files")
     return path
+
+
+def _check_groups(groups: object, where: str) -> list[str]:
+    if not isinstance(groups, list) or not all(
+        isinstance(g, str) and g and not has_control(g) for g in groups
+    ):
+        raise ManifestError(
+            f"{where}: groups must be a list of names without control characters, got {groups!r}"
+        )
+    return groups
+
+
+def _check_path_length(path: str, where: str) -> None:
+    """Refuse a path the filesystem could not hold, with bake's staging name beside it."""
+    if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+        raise ManifestError(
+            f"{where}: path {path[:64]!r}... is longer than {MAX_PATH_BYTES} bytes; choose a shorter path"
+        )
+    for part in PurePosixPath(path).parts:
+        if len(part.encode("utf-8", "surrogatepass")) > MAX_COMPONENT_BYTES:
+            raise ManifestError(
+                f"{where}: path component {part[:64]!r}... is longer than {MAX_COMPONENT_BYTES} bytes "
+                "(NAME_MAX is 255, and bake's staging name adds to it); choose a shorter name"
+            )
 
 
 def parse_asset(
@@ -181,9 +239,7 @@ def parse_asset(
     size = raw.get("size")
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
         raise ManifestError(f"{where}: size must be a non-negative integer, got {size!r}")
-    groups = raw.get("groups", [])
-    if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
-        raise ManifestError(f"{where}: groups must be a list of names, got {groups!r}")
+    groups = _check_groups(raw.get("groups", []), where)
     asset = Asset(
         name=name,
         path=_check_path(raw["path"], where),
@@ -198,15 +254,52 @@ def parse_asset(
     return asset
 
 
+def _check_bounds(text: str, source: str) -> None:
+    """Refuse a manifest too large or nested too deep, before the TOML parser sees it.
+
+    A dot outside strings counts as a level for the rest of its line (dotted keys;
+    a float's dot only makes the bound stricter), and brackets count until closed.
+    A lexer this coarse is enough: it only has to bound the work, tomllib still
+    judges the syntax.
+    """
+    if len(text) > MAX_MANIFEST_BYTES:
+        raise ManifestError(
+            f"{source}: {len(text)} characters, more than the {MAX_MANIFEST_BYTES // 2**20} MiB "
+            "a manifest may hold; split it, or pin fewer files"
+        )
+    brackets = dots = 0
+    for token in _DEPTH_TOKENS.finditer(text):
+        char = token.group()
+        if char in "[{":
+            brackets += 1
+        elif char in "]}":
+            brackets = max(brackets - 1, 0)
+        elif char == ".":
+            dots += 1
+        elif char == "\n":
+            dots = 0
+        if brackets + dots > MAX_DEPTH:
+            line = text.count("\n", 0, token.start()) + 1
+            raise ManifestError(
+                f"{source}: line {line}: tables, arrays or dotted keys nested more than {MAX_DEPTH} "
+                "levels deep; a manifest needs only a few, so this file is not a manifest"
+            )
+
+
 def _load_toml(text: str, source: str) -> dict:
+    _check_bounds(text, source)
     try:
         import tomllib  # novermin - Python 3.10 falls back to the vendored tomli
     except ModuleNotFoundError:
         from bake._vendor import tomli as tomllib
     try:
         return tomllib.loads(text)
+    except RecursionError:  # a nesting the coarse bound above misjudged; never a traceback
+        raise ManifestError(
+            f"{source}: nested too deep to parse; a manifest needs only a few levels"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
-        raise ManifestError(f"{source}: not valid TOML: {exc}; fix the line named") from None
+        raise ManifestError(f"{source}: not valid TOML: {escape(str(exc))}; fix the line named") from None
 
 
 def _array_of_tables(data: dict, key: str, source: str) -> list:
@@ -264,9 +357,18 @@ def _check_path_prefixes(assets: list[Asset]) -> None:
 def load_manifest(path: str | Path, *, allow_http: bool = False) -> Assets:
     """Read and validate a manifest file. Raises ManifestError."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            # One byte past the bound shows an oversized file without reading all of it.
+            data = f.read(MAX_MANIFEST_BYTES + 1)
     except OSError as exc:
         raise ManifestError(f"manifest {str(path)!r}: cannot read it: {exc.strerror or exc}") from None
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ManifestError(
+            f"manifest {str(path)!r}: larger than the {MAX_MANIFEST_BYTES // 2**20} MiB a manifest "
+            "may hold; split it, or pin fewer files"
+        )
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ManifestError(f"manifest {str(path)!r}: not UTF-8 text") from None
     return parse_manifest(text, source=str(path), allow_http=allow_http)

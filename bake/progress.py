@@ -7,6 +7,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, TextIO
 
+from bake.text import escape
+
 if TYPE_CHECKING:
     from bake.fetch import FetchRecord
     from bake.manifest import Asset
@@ -38,13 +40,14 @@ class Progress:
 def ready_line(record: FetchRecord) -> str:
     """Return the final line for an asset: ``<name>: ready in X s (N MiB from <source>)``."""
     nbytes = record.size if record.cached else record.bytes
-    return f"{record.name}: ready in {record.seconds:.1f} s ({nbytes / MIB:.1f} MiB from {record.source})"
+    source = escape(record.source)
+    return f"{record.name}: ready in {record.seconds:.1f} s ({nbytes / MIB:.1f} MiB from {source})"
 
 
 def failed_line(asset: Asset, error: BaseException) -> str:
     """Return the line printed when an asset fails: its name and the first line of the error."""
     first = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return f"{asset.name}: failed: {first}"
+    return f"{asset.name}: failed: {escape(first)}"
 
 
 class LogProgress(Progress):

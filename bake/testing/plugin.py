@@ -16,16 +16,17 @@ from typing import Any
 
 import pytest
 
-from bake.consumers import SERVE_NAME
+from bake.consumers import BUILTINS, SERVE_NAME
 from bake.lockfile import LOCK_NAME
 from bake.testing.image import ImageError, ImageUnderTest, JobResult
 from bake.testing.serve import Serve, ServeError, legacy_serve, parse_serve
 
 STANDARD_MODULE = "bake.testing.test_image"
 # The consumer libraries `bake doctor` knows, by distribution name, as its report names them.
-DOCTOR_LIBRARIES = ("s3tokenizer", "openai-harmony", "tiktoken")
+# From the consumer table, so a new built-in is checked without touching the plugin.
+DOCTOR_LIBRARIES = tuple(lib for c in BUILTINS for lib in c.libraries)
 # Consumers whose doctor checks need their library (the Hub has its own test).
-BUILT_IN_CONSUMERS = {"s3tokenizer", "tiktoken", "hub"}
+BUILT_IN_CONSUMERS = {c.name for c in BUILTINS} | {"hub"}
 USAGE = (
     "bake.testing: no image to check. Name one with --bake-image IMAGE or BAKE_IMAGE=IMAGE, "
     "e.g. `pytest --pyargs bake.testing --bake-image registry.example/team/image:tag`"
