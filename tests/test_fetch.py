@@ -24,7 +24,7 @@ from bake import fetch
 from bake.errors import ManifestError, UsageError
 from bake.fetch import FetchFailed, FetchOptions, candidate_urls, fetch_assets, parse_mirrors
 from bake.manifest import Asset
-from bake.progress import Progress
+from bake.fetch.progress import Progress
 from tests.mirror import (
     Mirror,
     bad_range,

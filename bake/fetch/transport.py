@@ -17,8 +17,8 @@ from urllib.parse import unquote, urljoin, urlsplit
 from bake import __version__
 from bake.errors import DownloadError, ManifestError, UsageError
 from bake.manifest import check_url, redact_url
-from bake.segments import Aborted, Transfer
-from bake.sources import Source, origin_of
+from bake.fetch.segments import Aborted, Transfer
+from bake.fetch.sources import Source, origin_of
 
 if TYPE_CHECKING:
     from bake.fetch import FetchOptions, _Job

@@ -33,8 +33,8 @@ from bake.cache import Cache, PartialState
 from bake.errors import ChecksumMismatch, DownloadError, FetchError, NoSpaceError, UsageError
 from bake.hashes import sha256_file
 from bake.manifest import Asset, redact_url
-from bake.progress import Progress
-from bake.segments import (
+from bake.fetch.progress import Progress
+from bake.fetch.segments import (
     HASH_BLOCK,
     LATER,
     MIB,
@@ -48,8 +48,8 @@ from bake.segments import (
     Transfer,
     piece_size,
 )
-from bake.sources import Source, candidate_urls, parse_mirrors, resolve_source
-from bake.transport import HttpClient, describe_error, make_ssl_context, parse_content_range
+from bake.fetch.sources import Source, candidate_urls, parse_mirrors, resolve_source
+from bake.fetch.transport import HttpClient, describe_error, make_ssl_context, parse_content_range
 
 __all__ = [
     "DEFAULT_CONNECTIONS",
