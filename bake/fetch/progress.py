@@ -7,11 +7,12 @@ import threading
 import time
 from typing import TYPE_CHECKING, TextIO
 
+from bake.units import MIB
+
 if TYPE_CHECKING:
-    from bake.fetch import FetchRecord
+    from bake.fetch.options import FetchRecord
     from bake.manifest import Asset
 
-MIB = 1 << 20
 LOG_EVERY = 5.0
 
 
