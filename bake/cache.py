@@ -35,7 +35,7 @@ class PartialState:
     size: int | None = None
     url: str | None = None
     etag: str | None = None
-    done: list[tuple[int, int]] = field(default_factory=list)
+    done: list[tuple[int, int]] = field(default_factory=list)  # byte ranges written ("done" in the file)
 
 
 class Cache:
