@@ -48,21 +48,24 @@ def no_space_error(subject: str, where: Path, need: int, what_to_do: str) -> NoS
     )
 
 
-@contextlib.contextmanager
-def no_space_as_error(
-    subject: str, where: Path, need: int | Callable[[], int], what_to_do: str
-) -> Iterator[None]:
-    """Turn a full disk (or quota) inside the block into ``no_space_error``; other errors pass through.
+class no_space_as_error:
+    """Turn a full disk (or quota) inside the ``with`` block into ``no_space_error``; others pass through.
 
     ``need`` may be a callable, asked only when the disk is full.
     """
-    try:
-        yield
-    except OSError as exc:
-        if not is_no_space(exc):
-            raise
-        needed = need() if callable(need) else need
-        raise no_space_error(subject, where, needed, what_to_do) from None
+
+    __slots__ = ("need", "subject", "what_to_do", "where")
+
+    def __init__(self, subject: str, where: Path, need: int | Callable[[], int], what_to_do: str) -> None:
+        self.subject, self.where, self.need, self.what_to_do = subject, where, need, what_to_do
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, OSError) and is_no_space(exc):
+            need = self.need() if callable(self.need) else self.need
+            raise no_space_error(self.subject, self.where, need, self.what_to_do) from None
 
 
 def staging_path(target: Path) -> Path:

@@ -134,15 +134,20 @@ class HttpAttempt:
         )
 
     def _transfer(
-        self, transfer: Transfer, client: HttpClient, resp: http.client.HTTPResponse, start: int, probe_end
+        self,
+        transfer: Transfer,
+        client: HttpClient,
+        resp: http.client.HTTPResponse,
+        start: int,
+        probe_end: int | None,
     ) -> None:
+        """Turn the probe's answer into a transfer: a 206 over several connections, a 200 over one."""
         etag = resp.getheader("ETag")
         if resp.status == 206:
             total = check_content_range(resp, self.source.url, start, probe_end, None)
             self._check_resume(total, etag)
-            claim = Claim(
-                start, min(probe_end or total, total)
-            )  # a server may end the range at the file's end
+            # A server may end the range early, at the file's end.
+            claim = Claim(start, min(probe_end or total, total))
         else:
             total = self._whole_file(resp)
             claim = Claim(0, total)

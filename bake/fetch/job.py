@@ -7,6 +7,7 @@ the segmented transfer, and the install.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -51,6 +52,7 @@ class AssetJob:
         self.session = session
         self.options = session.options
         self.progress = progress
+        self._advance = functools.partial(progress.advance, asset)  # called once per read: one call
         self.retry = retry
         self.clock = Clock(
             asset.name, timeout=self.options.timeout, deadline=self.options.deadline, cancel=session.cancel
@@ -240,9 +242,6 @@ class AssetJob:
             resumed = self.partial.written_total()
             if resumed:
                 self.progress.advance(self.asset, resumed)
-
-    def _advance(self, nbytes: int) -> None:
-        self.progress.advance(self.asset, nbytes)
 
     def _copy_file(self, source: Source) -> None:
         """Copy a file:// source into the partial, from zero: a local copy is cheap."""

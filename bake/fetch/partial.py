@@ -13,6 +13,8 @@ import hashlib
 import logging
 import os
 import threading
+from collections.abc import Callable
+from pathlib import Path
 
 from bake import atomic
 from bake.cache import Cache, PartialState
@@ -51,6 +53,7 @@ class PartialFile:
         self.cache = cache
         self.sha256 = sha256
         self.asset_name = asset_name
+        self.path = cache.partial_path(sha256)
         # The lock guards ``written``, ``received`` and ``state.size``, and (shared with the
         # transfer's claim queue) the ``pos`` and ``end`` of every claim being filled.
         self.lock = threading.Lock()
@@ -60,10 +63,6 @@ class PartialFile:
         self.hasher = PrefixHasher()
         self.received = 0  # bytes written this run
         self.from_zero = True  # every byte in the partial came from the current attempt series' clean start
-
-    @property
-    def path(self):
-        return self.cache.partial_path(self.sha256)
 
     def open(self) -> None:
         """Open (or create) the partial and load its saved progress; a record that lies starts it empty."""
@@ -165,5 +164,5 @@ class PartialFile:
         self.fd = None
         self.cache.commit(sha256)
 
-    def _no_space(self, where, need):
+    def _no_space(self, where: Path, need: int | Callable[[], int]) -> contextlib.AbstractContextManager:
         return atomic.no_space_as_error(f"asset {self.asset_name!r}", where, need, NO_SPACE_ADVICE)

@@ -183,6 +183,7 @@ class Transfer:
     def stream(self, claim: Claim, read: Reader) -> None:
         """Copy the body into the partial at the claim's offset until the claim is full (or EOF if open)."""
         buf = memoryview(bytearray(READ_BUF))
+        write, advance = self.partial.write, self.advance  # once per read: no attribute lookups
         while True:
             if self.abort.is_set():
                 raise Aborted()
@@ -197,5 +198,5 @@ class Transfer:
                 raise DownloadError(
                     f"the body ended early at byte {pos}, expected up to {end} (truncated)", retryable=True
                 )
-            self.partial.write(claim, buf[:n], pos)
-            self.advance(n)
+            write(claim, buf[:n], pos)
+            advance(n)
