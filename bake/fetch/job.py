@@ -165,7 +165,7 @@ class AssetJob:
             try:
                 try:
                     unsized = self._attempt(source)
-                    self.partial.verify(self.asset.sha256, shown)
+                    self.partial.verify(self.asset.sha256, shown, any_digest=self.options.unknown_sha256)
                     return
                 except ChecksumMismatch as exc:
                     if self._retry_from_zero(fresh_retry):
