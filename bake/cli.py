@@ -247,7 +247,8 @@ def _fetch_options(args: argparse.Namespace):
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
-    from bake import fetch, progress
+    from bake import fetch
+    from bake.fetch import progress
 
     assets = _selected(args)
     options = _fetch_options(args)
