@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bake import __version__, lockfile, manifest
 from bake.errors import BakeError, FetchError, UsageError
+from bake.hub import add as hub_add
 
 log = logging.getLogger("bake")
 
@@ -124,6 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     build.add_argument("bake_args", nargs=argparse.REMAINDER, help="passed to docker buildx bake (after --)")
 
+    add = sub.add_parser("add", help="pin a Hub repository (hf://ORG/REPO[@REV]) in the manifest")
+    add.add_argument("url", help="hf://[datasets/]ORG/REPO[@REVISION]")
+    add.add_argument("--manifest", default=manifest.DEFAULT_MANIFEST, help="the manifest to append to")
+    add.add_argument("--group", action="append", default=[], metavar="G", help="a group; repeatable")
+    hub_add.add_arguments(add)
+
     cache = sub.add_parser("cache", help="manage the download cache")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
     prune = cache_sub.add_parser("prune", help="drop stale partials and entries no manifest names")
@@ -152,6 +159,7 @@ def _selected(args: argparse.Namespace) -> list[manifest.Asset]:
 
 def cmd_fetch(args: argparse.Namespace) -> int:
     from bake import cache, fetch, progress
+    from bake.hub import download as hub_download
 
     assets = _selected(args)
     mirror_specs = os.environ.get("BAKE_MIRRORS", "").split() + args.mirror
@@ -167,13 +175,15 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         ca_bundle=args.ca_bundle,
         jobs=args.jobs,
     )
-    if options.no_origin and not options.mirrors:
+    if (
+        options.no_origin and not options.mirrors and not os.environ.get("HF_ENDPOINT")
+    ):  # HF_ENDPOINT rewrites
         raise UsageError("--no-origin needs at least one --mirror (or BAKE_MIRRORS); nothing could be tried")
     if args.dest.exists() and not args.dest.is_dir():
         raise UsageError(f"--dest {args.dest}: exists and is not a directory")
     sink = None if args.quiet else progress.make_progress(sys.stderr)
     try:
-        records = fetch.fetch_assets(assets, args.dest, options, sink)
+        records = hub_download.fetch_assets(assets, args.dest, options, sink)  # hub: either downloader
     except fetch.FetchFailed as exc:
         if args.json:
             _write_report(args.json, exc.records)
@@ -308,6 +318,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_add(args: argparse.Namespace) -> int:
+    return hub_add.cmd_add(args)
+
+
 def cmd_cache(args: argparse.Namespace) -> int:
     from bake import cache
 
@@ -328,6 +342,7 @@ COMMANDS = {
     "check-context": cmd_check_context,
     "build": cmd_build,
     "cache": cmd_cache,
+    "add": cmd_add,
 }
 
 

@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 
 from bake.errors import FetchError, NoSpaceError, UsageError, VerifyError
 from bake.hashes import sha256_file
+from bake.hub import layout as hub_layout
 from bake.manifest import Asset, manifest_digest
 
 SUMS_NAME = "SHA256SUMS"
@@ -177,6 +178,7 @@ def seal(dest: Path, assets: list[Asset]) -> None:
         if link.is_symlink() or link.exists():
             raise UsageError(f"{link}: expected a link to {target}, found something else; remove it")
         link.symlink_to(target)
+    hub_layout.write(dest, assets)  # the Hub's snapshot links, refs and trees
     for path in sorted(dest.rglob("*"), key=lambda p: len(p.parts), reverse=True):
         if not path.is_symlink():
             path.chmod(DIR_MODE if path.is_dir() else FILE_MODE)

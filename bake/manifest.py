@@ -7,10 +7,12 @@ import ipaddress
 import json
 import re
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 from bake.errors import ManifestError
+from bake.hub import schema as hub_schema
 
 DEFAULT_MANIFEST = "docker/assets.toml"
 
@@ -32,6 +34,9 @@ class Asset:
     urls: tuple[str, ...]
     size: int | None = None
     groups: tuple[str, ...] = ()
+    hub: hub_schema.HubBlob | None = dataclass_field(
+        default=None, compare=False, repr=False
+    )  # a [[hub]] blob
 
     def canonical_url(self) -> str | None:
         """Return the first ``https://`` URL, the one consumers derive cache names from."""
@@ -203,17 +208,23 @@ def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = 
     Raises ManifestError for any broken rule, naming the asset.
     """
     data = _load_toml(text, source)
-    extra = sorted(set(data) - {"asset"})
+    extra = sorted(set(data) - {"asset", "hub"})
     if extra:
         raise ManifestError(
-            f"{source}: unknown top-level key(s) {', '.join(extra)}; only [[asset]] tables are allowed"
+            f"{source}: unknown top-level key(s) {', '.join(extra)}; "
+            "only [[asset]] and [[hub]] tables are allowed"
         )
     raw_assets = data.get("asset")
     if raw_assets is not None and not isinstance(raw_assets, list):
         raise ManifestError(f"{source}: 'asset' must be an array of tables written [[asset]], not [asset]")
-    if not raw_assets:
+    hub_entries = hub_schema.parse_entries(data.get("hub"), source)
+    if not raw_assets and not hub_entries:
         raise ManifestError(f"{source}: no [[asset]] tables found; a manifest lists at least one asset")
-    assets = [parse_asset(raw, i, allow_http=allow_http) for i, raw in enumerate(raw_assets)]
+    assets = [parse_asset(raw, i, allow_http=allow_http) for i, raw in enumerate(raw_assets or [])]
+    for asset in assets:
+        if asset.path.split("/")[0] == hub_schema.PREFIX:
+            raise ManifestError(f"asset {asset.name!r}: path {asset.path!r} is under hub/, kept for [[hub]]")
+    assets += [Asset(**fields) for fields in hub_schema.blob_fields(hub_entries)]
     for field in ("name", "path"):
         seen: dict[str, str] = {}
         for asset in assets:
@@ -280,7 +291,9 @@ def manifest_digest(assets: list[Asset]) -> str:
         ({"path": a.path, "sha256": a.sha256, "size": a.size} for a in assets),
         key=lambda e: e["path"],
     )
-    canonical = json.dumps(entries, sort_keys=True, separators=(",", ":"))
+    hub = hub_schema.digest_records(assets)
+    doc = {"assets": entries, "hub": hub} if hub else entries
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
