@@ -73,10 +73,13 @@ def hub_error(what: str, exc: Exception) -> FetchError:
     return FetchError(f"{what}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
 
 
-def download_file(repo: str, kind: str, commit: str, path: str, cache_dir: Path, token: str | None) -> Path:
+def download_file(
+    repo: str, kind: str, commit: str, path: str, cache_dir: Path, token: str | None, *, name: str = ""
+) -> Path:
     """Download one file with ``hf_hub_download`` into ``cache_dir``; return the real file's path.
 
-    Raises FetchError for anything the Hub or the network answers instead of the file.
+    Raises FetchError, naming the file (and the asset ``name`` when given), for anything
+    the Hub or the network answers instead of the file.
     """
     try:
         from huggingface_hub import hf_hub_download
@@ -85,6 +88,7 @@ def download_file(repo: str, kind: str, commit: str, path: str, cache_dir: Path,
             "the huggingface_hub downloader needs huggingface_hub; pip install huggingface_hub"
         ) from None
     what = f"hf://{'datasets/' if kind == 'dataset' else ''}{repo}@{commit}/{path}"
+    what = f"asset {name!r} ({what})" if name else what
     try:
         local = hf_hub_download(
             repo,
@@ -110,7 +114,7 @@ def _via_hub(asset: Asset, cache: Cache, token: str | None) -> float:
     tmp = Path(tempfile.mkdtemp(prefix="hub-", dir=cache.root))
     try:
         entry, path = asset.hub.uses[0]
-        local = download_file(entry.repo, entry.kind, entry.commit, path, tmp, token)
+        local = download_file(entry.repo, entry.kind, entry.commit, path, tmp, token, name=asset.name)
         actual = sha256_file(local)
         if actual != asset.sha256:
             raise ChecksumMismatch(asset.sha256, actual, entry.url(path), asset=asset.name)
