@@ -466,3 +466,13 @@ def test_a_writable_copy_of_the_layout_needs_no_request_online(
         k: v - before.get(k, 0) for k, v in after.items() if "/resolve/" in k and v != before.get(k, 0)
     }
     assert resolves == {}, "the baked tree listing and snapshot answer everything"
+
+
+def test_the_downloader_benchmark_runs_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The measurement behind the default (tests/hub_bench.py), small: both downloaders land the files."""
+    for var in NETWORK_ENV:
+        monkeypatch.delenv(var, raising=False)
+    from tests import hub_bench
+
+    times = hub_bench.measure(size_mib=2, runs=1, rate_mib=None)
+    assert set(times) == {"bake", "huggingface_hub"} and all(len(t) == 1 and t[0] > 0 for t in times.values())
