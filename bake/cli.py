@@ -270,10 +270,14 @@ def cmd_manifest(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from bake import consumers
+    from bake.hub import doctor as hub_doctor
 
     root = _assets_root(args.assets)
     findings = consumers.doctor(root, lockfile.read_lock(root))
-    bad = _print_findings(findings, "WOULD DOWNLOAD", "s3tokenizer, openai-harmony, tiktoken")
+    findings += [consumers.Finding(*f) for f in hub_doctor.findings(root, os.environ)]  # the Hub's cache
+    bad = _print_findings(
+        findings, "WOULD DOWNLOAD", "s3tokenizer, openai-harmony, tiktoken, huggingface_hub"
+    )
     if bad:
         raise FetchError(
             f"{len(bad)} consumer lookup(s) would trigger a download; run the job through bake-entrypoint, "

@@ -476,3 +476,18 @@ def test_the_downloader_benchmark_runs_both_ways(tmp_path: Path, monkeypatch: py
 
     times = hub_bench.measure(size_mib=2, runs=1, rate_mib=None)
     assert set(times) == {"bake", "huggingface_hub"} and all(len(t) == 1 and t[0] > 0 for t in times.values())
+
+
+def test_doctor_says_where_huggingface_hub_would_download(pinned: Path, env: dict, tmp_path: Path) -> None:
+    assert fetch_and_seal(pinned, tmp_path / "dest", env).returncode == 0
+    served = bake(
+        "doctor", "--assets", str(tmp_path / "dest"), env={"HF_HUB_CACHE": str(tmp_path / "dest" / "hub")}
+    )
+    assert served.returncode == 0, served.stdout + served.stderr
+    assert "ok  huggingface_hub  hub/models--org--tiny/snapshots/" in served.stdout
+    assert "hub/models--org--tiny/refs/main" in served.stdout
+    empty = tmp_path / "empty-home"
+    empty.mkdir()
+    missing = bake("doctor", "--assets", str(tmp_path / "dest"), env={"HF_HOME": str(empty)})
+    assert missing.returncode == 3 and "WOULD DOWNLOAD  huggingface_hub" in missing.stdout
+    assert f"{empty}/hub/models--org--tiny/snapshots/" in missing.stdout
