@@ -282,6 +282,32 @@ def test_a_shared_volume_gains_only_documented_verified_copies(
     assert proc.returncode == 0 and "PreTrainedTokenizerFast" in proc.stdout, proc.stderr
 
 
+def _export_assets(server: LoopbackHub, manifest: str, out: Path) -> dict:
+    """Build the assets target into ``out``; return every path's mode, mtime and bytes or link target."""
+    from . import buildx_bake
+
+    allow = [f"--allow=fs.read={MACHINE_CA}", f"--allow=fs.write={out.parent}"]  # buildx asks for the parent
+    buildx_bake(
+        *allow, "--set", f"assets.output=type=local,dest={out}", "assets", **_build_args(server, manifest)
+    )
+    listing = {}
+    for p in sorted(out.rglob("*")):
+        st = p.lstat()
+        body = os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file() else None
+        listing[str(p.relative_to(out))] = (st.st_mode, st.st_mtime_ns, body)
+    return listing
+
+
+def test_two_fetches_give_the_same_layer_bytes(
+    hub: tuple[LoopbackHub, dict], manifest: str, tmp_path: Path
+) -> None:
+    """Two cold fetches of one manifest: same paths, modes, mtimes, bytes and link targets."""
+    first, second = (_export_assets(hub[0], manifest, tmp_path / name) for name in ("a", "b"))
+    assert first == second
+    assert any(p.endswith("/refs/main") for p in first)
+    assert any("/snapshots/" in p and p.endswith("/tokenizer.json") for p in first)
+
+
 def test_the_token_is_in_no_layer_and_no_history(
     hub_image: str, hub: tuple[LoopbackHub, dict], tmp_path: Path
 ) -> None:
