@@ -55,6 +55,53 @@ def _add_selection(p: argparse.ArgumentParser, *, default_manifest: bool = False
     p.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
 
 
+def _add_fetch_options(p: argparse.ArgumentParser) -> None:
+    """The engine's options, shared by every command that fetches (fetch, add)."""
+    p.add_argument(
+        "--mirror",
+        action="append",
+        default=[],
+        metavar="PREFIX=REPLACEMENT",
+        help="rewrite URLs; tried before the original; repeatable; also BAKE_MIRRORS",
+    )
+    p.add_argument("--no-origin", action="store_true", help="try only rewritten URLs")
+    p.add_argument("--cache-dir", type=Path, help="download cache; default ${XDG_CACHE_HOME:-~/.cache}/bake")
+    p.add_argument("--connections", type=_positive_int, help="connections per asset")
+    p.add_argument("--attempts", type=_positive_int, default=5, help="attempts per source (default 5)")
+    p.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=30.0,
+        help="connect and stall timeout in seconds (default 30)",
+    )
+    p.add_argument("--deadline", type=_positive_float, help="wall-clock limit per asset, seconds")
+    p.add_argument("--ca-bundle", help="CA bundle for https; default SSL_CERT_FILE or the system store")
+
+
+def _add_add_parser(sub: argparse._SubParsersAction) -> None:
+    add = sub.add_parser("add", help="fetch a new file once and append its complete entry to the manifest")
+    add.add_argument("target", metavar="URL", help="the file's URL (with --size-only: an asset NAME)")
+    add.add_argument("--name", help="the entry's name; default from the URL or the consumer's naming rule")
+    add.add_argument("--path", help="the entry's path; default from the owning consumer's naming rule")
+    add.add_argument(
+        "--sha256", metavar="H", help="the bytes must hash to H, else exit 3 and nothing is written"
+    )
+    add.add_argument(
+        "--size-only", action="store_true", help="fill in the missing size of the existing entry NAME"
+    )
+    add.add_argument(
+        "--manifest",
+        default=manifest.DEFAULT_MANIFEST,
+        help=f"manifest to edit; default {manifest.DEFAULT_MANIFEST}",
+    )
+    add.add_argument(
+        "--group", action="append", default=[], metavar="G", help="put the entry in group G; repeatable"
+    )
+    add.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
+    _add_fetch_options(add)
+    hub_add.add_arguments(add)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser for every ``bake`` command."""
     parser = _Parser(prog="bake", description="Verified asset layers for ROCm CI images.")
@@ -65,27 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     fetch = sub.add_parser("fetch", help="download, verify and install every selected asset")
     _add_selection(fetch, default_manifest=True)
     fetch.add_argument("--dest", required=True, type=Path, help="directory that receives the assets")
-    fetch.add_argument(
-        "--mirror",
-        action="append",
-        default=[],
-        metavar="PREFIX=REPLACEMENT",
-        help="rewrite URLs; tried before the original; repeatable; also BAKE_MIRRORS",
-    )
-    fetch.add_argument("--no-origin", action="store_true", help="try only rewritten URLs")
-    fetch.add_argument(
-        "--cache-dir", type=Path, help="download cache; default ${XDG_CACHE_HOME:-~/.cache}/bake"
-    )
-    fetch.add_argument("--connections", type=_positive_int, help="connections per asset")
-    fetch.add_argument("--attempts", type=_positive_int, default=5, help="attempts per source (default 5)")
-    fetch.add_argument(
-        "--timeout",
-        type=_positive_float,
-        default=30.0,
-        help="connect and stall timeout in seconds (default 30)",
-    )
-    fetch.add_argument("--deadline", type=_positive_float, help="wall-clock limit per asset, seconds")
-    fetch.add_argument("--ca-bundle", help="CA bundle for https; default SSL_CERT_FILE or the system store")
+    _add_fetch_options(fetch)
     fetch.add_argument("--jobs", type=_positive_int, default=4, help="assets fetched at once (default 4)")
     fetch.add_argument("--json", type=Path, metavar="REPORT", help="write a per-asset report here")
     fetch.add_argument("-q", "--quiet", action="store_true", help="no progress output")
@@ -125,11 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     build.add_argument("bake_args", nargs=argparse.REMAINDER, help="passed to docker buildx bake (after --)")
 
-    add = sub.add_parser("add", help="pin a Hub repository (hf://ORG/REPO[@REV]) in the manifest")
-    add.add_argument("url", help="hf://[datasets/]ORG/REPO[@REVISION]")
-    add.add_argument("--manifest", default=manifest.DEFAULT_MANIFEST, help="the manifest to append to")
-    add.add_argument("--group", action="append", default=[], metavar="G", help="a group; repeatable")
-    hub_add.add_arguments(add)
+    _add_add_parser(sub)
 
     cache = sub.add_parser("cache", help="manage the download cache")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
@@ -157,11 +180,10 @@ def _selected(args: argparse.Namespace) -> list[manifest.Asset]:
     return manifest.select(assets, args.group)
 
 
-def cmd_fetch(args: argparse.Namespace) -> int:
-    from bake import cache, fetch, progress
-    from bake.hub import download as hub_download
+def _fetch_options(args: argparse.Namespace):
+    """Return the engine's FetchOptions from the shared fetch options. Raises UsageError."""
+    from bake import cache, fetch
 
-    assets = _selected(args)
     mirror_specs = os.environ.get("BAKE_MIRRORS", "").split() + args.mirror
     options = fetch.FetchOptions(
         cache_dir=args.cache_dir or cache.default_cache_dir(),
@@ -173,12 +195,20 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         deadline=args.deadline,
         allow_http=args.allow_http,
         ca_bundle=args.ca_bundle,
-        jobs=args.jobs,
+        jobs=getattr(args, "jobs", 1),
     )
-    if (
-        options.no_origin and not options.mirrors and not os.environ.get("HF_ENDPOINT")
-    ):  # HF_ENDPOINT rewrites
+    # Under --no-origin, HF_ENDPOINT counts as a rewrite of the Hub's hf:// sources.
+    if options.no_origin and not options.mirrors and not os.environ.get("HF_ENDPOINT"):
         raise UsageError("--no-origin needs at least one --mirror (or BAKE_MIRRORS); nothing could be tried")
+    return options
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from bake import fetch, progress
+    from bake.hub import download as hub_download
+
+    assets = _selected(args)
+    options = _fetch_options(args)
     if args.dest.exists() and not args.dest.is_dir():
         raise UsageError(f"--dest {args.dest}: exists and is not a directory")
     sink = None if args.quiet else progress.make_progress(sys.stderr)
@@ -227,10 +257,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if args.group:
             raise UsageError("--group needs --manifest; the lock already holds only the selected assets")
         files = lockfile.read_lock(args.dest)
+        assets = None
     else:
         args.manifest = args.manifest or manifest.DEFAULT_MANIFEST
-        files = lockfile.expected_files(_selected(args))
-    lockfile.verify_dest(args.dest, files)
+        assets = _selected(args)
+        files = lockfile.expected_files(assets)
+    lockfile.verify_dest(args.dest, files, assets=assets)
     print(f"bake: {len(files)} asset(s) under {args.dest} verified")
     return 0
 
@@ -240,7 +272,7 @@ def _print_findings(findings: list, bad_label: str, consumers: str) -> list:
     for f in findings:
         print(f"{'ok' if f.ok else bad_label}  {f.consumer}  {f.asset}: {f.detail}")
     if not findings:
-        print(f"bake: no consumer package ({consumers}) is installed; nothing to check")
+        print(f"bake: no consumer package ({consumers}) is installed and none is declared; nothing to check")
     return [f for f in findings if not f.ok]
 
 
@@ -255,11 +287,15 @@ def cmd_manifest(args: argparse.Namespace) -> int:
         doc = {
             "manifest_digest": manifest.manifest_digest(assets),
             "assets": [manifest.to_json(a) for a in assets],
+            "consumers": [
+                {"prefix": c.prefix, "builtin": c.builtin, **c.declaration()} for c in assets.consumers()
+            ],
         }
         print(json.dumps(doc, indent=2))
         return 0
-    findings = consumers.check_manifest(assets)
-    bad = _print_findings(findings, "MISMATCH", "s3tokenizer, tiktoken")
+    table = assets.consumers()
+    findings = consumers.check_manifest(assets, table)
+    bad = _print_findings(findings, "MISMATCH", ", ".join(c.name for c in table if c.builtin))
     if bad:
         raise UsageError(
             f"{len(bad)} manifest entr{'y' if len(bad) == 1 else 'ies'} disagree with the installed "
@@ -273,10 +309,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from bake.hub import doctor as hub_doctor
 
     root = _assets_root(args.assets)
-    findings = consumers.doctor(root, lockfile.read_lock(root))
+    serve = root / consumers.SERVE_NAME
+    # The image holds no manifest: declared consumers come back from what seal wrote.
+    declared = consumers.declared_from_serve(serve.read_text(encoding="utf-8")) if serve.is_file() else []
+    table = consumers.table(declared)
+    findings = consumers.doctor(root, lockfile.read_lock(root), table)
     findings += [consumers.Finding(*f) for f in hub_doctor.findings(root, os.environ)]  # the Hub's cache
     bad = _print_findings(
-        findings, "WOULD DOWNLOAD", "s3tokenizer, openai-harmony, tiktoken, huggingface_hub"
+        findings, "WOULD DOWNLOAD", ", ".join([c.name for c in table] + ["huggingface_hub"])
     )
     if bad:
         raise FetchError(
@@ -322,10 +362,6 @@ def cmd_build(args: argparse.Namespace) -> int:
     )
 
 
-def cmd_add(args: argparse.Namespace) -> int:
-    return hub_add.cmd_add(args)
-
-
 def cmd_cache(args: argparse.Namespace) -> int:
     from bake import cache
 
@@ -337,7 +373,30 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_add(args: argparse.Namespace) -> int:
+    from bake import add
+
+    if hub_add.is_repo_url(args.target):  # hf://ORG/REPO[@REV]: a whole Hub repository, [[hub]]
+        return hub_add.cmd_add(args)
+    hub_add.refuse_repo_options(args)
+
+    options = _fetch_options(args)
+    path = Path(args.manifest)
+    if args.size_only:
+        if args.name or args.path or args.sha256 or args.group:
+            raise UsageError("--size-only takes only an asset NAME and fetch options")
+        asset = add.fill_size(path, args.target, options)
+        print(f"bake: {asset.name}: size = {asset.size} in {path}")
+        return 0
+    asset = add.add(
+        path, args.target, options, name=args.name, path=args.path, groups=args.group, sha256=args.sha256
+    )
+    print(f"bake: added {asset.name} ({asset.path}, {asset.size} bytes, sha256 {asset.sha256}) to {path}")
+    return 0
+
+
 COMMANDS = {
+    "add": cmd_add,
     "fetch": cmd_fetch,
     "verify": cmd_verify,
     "manifest": cmd_manifest,
@@ -346,7 +405,6 @@ COMMANDS = {
     "check-context": cmd_check_context,
     "build": cmd_build,
     "cache": cmd_cache,
-    "add": cmd_add,
 }
 
 

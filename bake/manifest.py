@@ -6,11 +6,13 @@ import hashlib
 import ipaddress
 import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
+from bake import consumers
 from bake.errors import ManifestError
 from bake.hub import schema as hub_schema
 
@@ -21,6 +23,9 @@ _REQUIRED_KEYS = ("name", "path", "sha256", "urls")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Root names bake writes itself, beside the assets.
+RESERVED_ROOT_NAMES = ("SHA256SUMS", "bake.lock.json", consumers.SERVE_NAME)
 SCHEMES = ("https", "http", "file", "hf")
 
 
@@ -41,6 +46,27 @@ class Asset:
     def canonical_url(self) -> str | None:
         """Return the first ``https://`` URL, the one consumers derive cache names from."""
         return next((u for u in self.urls if u.startswith("https://")), None)
+
+
+class Assets(list):
+    """A manifest's assets in file order, carrying the consumers it declares with ``[[consumer]]``.
+
+    A list, so every caller that iterates assets is unchanged; the declared
+    consumers travel with it through ``select`` to the digest and to ``seal``.
+    """
+
+    def __init__(self, items: Iterable[Asset] = (), declared: Iterable[consumers.Consumer] = ()) -> None:
+        super().__init__(items)
+        self.declared: tuple[consumers.Consumer, ...] = tuple(declared)
+
+    def consumers(self) -> tuple[consumers.Consumer, ...]:
+        """Return the whole consumer table for this manifest: built-ins, then the declared ones."""
+        return consumers.table(self.declared)
+
+
+def declared_consumers(assets: Iterable[Asset]) -> tuple[consumers.Consumer, ...]:
+    """Return the consumers a manifest declared (none for a plain list of assets)."""
+    return getattr(assets, "declared", ())
 
 
 def is_loopback_host(host: str | None) -> bool:
@@ -100,8 +126,10 @@ def check_url(url: str, *, allow_http: bool, where: str) -> None:
 def _check_path(path: object, where: str) -> str:
     if not isinstance(path, str) or not path:
         raise ManifestError(f"{where}: 'path' must be a non-empty string, got {path!r}")
-    if "\\" in path or "\x00" in path:
-        raise ManifestError(f"{where}: path {path!r} must be a POSIX path without backslashes")
+    if "\\" in path or _CONTROL.search(path):
+        raise ManifestError(
+            f"{where}: path {path!r} must be a POSIX path without backslashes or control characters"
+        )
     pure = PurePosixPath(path)
     if pure.is_absolute():
         raise ManifestError(f"{where}: path {path!r} is absolute; give a path relative to --dest")
@@ -110,40 +138,22 @@ def _check_path(path: object, where: str) -> str:
             f"{where}: path {path!r} must be a normalised relative path with no '..' "
             f"(expected something like {pure.as_posix().lstrip('./') or 'dir/file'!r})"
         )
-    if pure.name in ("SHA256SUMS", "bake.lock.json") and len(pure.parts) == 1:
+    if pure.name in RESERVED_ROOT_NAMES and len(pure.parts) == 1:
         raise ManifestError(f"{where}: path {path!r} is reserved for bake's own index files")
     return path
 
 
-def _check_consumer_rules(asset: Asset, where: str) -> None:
-    """Enforce the naming rules the consumer libraries impose on their cache files."""
-    parts = PurePosixPath(asset.path).parts
-    if parts[0] == "tiktoken":
-        canonical = asset.canonical_url()
-        if canonical is None:
-            raise ManifestError(
-                f"{where}: a tiktoken/ asset needs an https:// url; its cache name is "
-                "the SHA-1 of that canonical url"
-            )
-        expected = "tiktoken/" + hashlib.sha1(canonical.encode()).hexdigest()
-        if asset.path != expected:
-            raise ManifestError(
-                f"{where}: path {asset.path!r} is not the SHA-1 of its canonical url "
-                f"{canonical!r}; expected path {expected!r}"
-            )
-    elif parts[0] == "s3tokenizer" and (
-        len(parts) != 2 or not parts[1].endswith(".onnx") or parts[1] == ".onnx"
-    ):
-        raise ManifestError(
-            f"{where}: path {asset.path!r} must be s3tokenizer/<model>.onnx, "
-            "the name s3tokenizer.load_model() looks for"
-        )
-
-
-def parse_asset(raw: object, index: int, *, allow_http: bool = False) -> Asset:
+def parse_asset(
+    raw: object,
+    index: int,
+    *,
+    allow_http: bool = False,
+    table: Sequence[consumers.Consumer] = consumers.BUILTINS,
+) -> Asset:
     """Validate one ``[[asset]]`` table and return it as an Asset.
 
-    Raises ManifestError naming the asset and the broken rule.
+    The owning consumer in ``table`` (if any) checks its naming rule. Raises
+    ManifestError naming the asset and the broken rule.
     """
     if not isinstance(raw, dict):
         raise ManifestError(f"asset #{index + 1}: expected a table, got {type(raw).__name__}")
@@ -187,7 +197,9 @@ def parse_asset(raw: object, index: int, *, allow_http: bool = False) -> Asset:
         size=size,
         groups=tuple(groups),
     )
-    _check_consumer_rules(asset, where)
+    owner = consumers.owner(asset.path, table)
+    if owner is not None:
+        owner.check_path(asset, where)
     return asset
 
 
@@ -202,28 +214,35 @@ def _load_toml(text: str, source: str) -> dict:
         raise ManifestError(f"{source}: not valid TOML: {exc}; fix the line named") from None
 
 
-def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = False) -> list[Asset]:
-    """Parse manifest text and return its assets in file order.
+def _array_of_tables(data: dict, key: str, source: str) -> list:
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise ManifestError(f"{source}: {key!r} must be an array of tables written [[{key}]], not [{key}]")
+    return value
 
-    Raises ManifestError for any broken rule, naming the asset.
+
+def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = False) -> Assets:
+    """Parse manifest text and return its assets in file order, with the consumers it declares.
+
+    Raises ManifestError for any broken rule, naming the asset or consumer.
     """
     data = _load_toml(text, source)
-    extra = sorted(set(data) - {"asset", "hub"})
+    extra = sorted(set(data) - {"asset", "consumer", "hub"})
     if extra:
         raise ManifestError(
             f"{source}: unknown top-level key(s) {', '.join(extra)}; "
-            "only [[asset]] and [[hub]] tables are allowed"
+            "only [[asset]], [[consumer]] and [[hub]] tables are allowed"
         )
-    raw_assets = data.get("asset")
-    if raw_assets is not None and not isinstance(raw_assets, list):
-        raise ManifestError(f"{source}: 'asset' must be an array of tables written [[asset]], not [asset]")
+    declared = [
+        consumers.parse_consumer(raw, i) for i, raw in enumerate(_array_of_tables(data, "consumer", source))
+    ]
+    table = consumers.table(declared)
+    raw_assets = _array_of_tables(data, "asset", source)
     hub_entries = hub_schema.parse_entries(data.get("hub"), source)
     if not raw_assets and not hub_entries:
         raise ManifestError(f"{source}: no [[asset]] tables found; a manifest lists at least one asset")
-    assets = [parse_asset(raw, i, allow_http=allow_http) for i, raw in enumerate(raw_assets or [])]
-    for asset in assets:
-        if asset.path.split("/")[0] == hub_schema.PREFIX:
-            raise ManifestError(f"asset {asset.name!r}: path {asset.path!r} is under hub/, kept for [[hub]]")
+    assets = [parse_asset(raw, i, allow_http=allow_http, table=table) for i, raw in enumerate(raw_assets)]
+    hub_schema.check_reserved(assets, declared)  # hub/ belongs to [[hub]] entries
     assets += [Asset(**fields) for fields in hub_schema.blob_fields(hub_entries)]
     for field in ("name", "path"):
         seen: dict[str, str] = {}
@@ -235,7 +254,7 @@ def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = 
                 )
             seen[key] = asset.name
     _check_path_prefixes(assets)
-    return assets
+    return Assets(assets, declared)
 
 
 def _check_path_prefixes(assets: list[Asset]) -> None:
@@ -250,7 +269,7 @@ def _check_path_prefixes(assets: list[Asset]) -> None:
                 )
 
 
-def load_manifest(path: str | Path, *, allow_http: bool = False) -> list[Asset]:
+def load_manifest(path: str | Path, *, allow_http: bool = False) -> Assets:
     """Read and validate a manifest file. Raises ManifestError."""
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -261,15 +280,16 @@ def load_manifest(path: str | Path, *, allow_http: bool = False) -> list[Asset]:
     return parse_manifest(text, source=str(path), allow_http=allow_http)
 
 
-def select(assets: list[Asset], groups: list[str] | tuple[str, ...] = ()) -> list[Asset]:
-    """Return the assets a consumer asked for.
+def select(assets: Sequence[Asset], groups: Sequence[str] = ()) -> Assets:
+    """Return the assets a consumer asked for, with the manifest's declared consumers.
 
     With no groups, every asset. Otherwise the assets in any named group plus
     the shared assets that name no group. Raises ManifestError for a group no
     asset names.
     """
+    declared = declared_consumers(assets)
     if not groups:
-        return list(assets)
+        return Assets(assets, declared)
     known = {g for a in assets for g in a.groups}
     unknown = [g for g in groups if g not in known]
     if unknown:
@@ -278,21 +298,26 @@ def select(assets: list[Asset], groups: list[str] | tuple[str, ...] = ()) -> lis
             f"known groups: {', '.join(sorted(known)) or 'none'}"
         )
     wanted = set(groups)
-    return [a for a in assets if not a.groups or wanted & set(a.groups)]
+    return Assets((a for a in assets if not a.groups or wanted & set(a.groups)), declared)
 
 
-def manifest_digest(assets: list[Asset]) -> str:
+def manifest_digest(assets: Sequence[Asset]) -> str:
     """Return the sha256 of the canonical JSON of the selected assets' path, size and sha256.
 
     It is computed from the manifest alone (a missing size is ``null``), so a
-    build can name the content before fetching anything.
+    build can name the content before fetching anything. Declared consumers
+    change what ``seal`` writes, so they are covered too; a manifest without
+    ``[[consumer]]`` keeps the digest it always had.
     """
     entries = sorted(
         ({"path": a.path, "sha256": a.sha256, "size": a.size} for a in assets),
         key=lambda e: e["path"],
     )
+    declared = sorted((c.declaration() for c in declared_consumers(assets)), key=lambda d: d["name"])
     hub = hub_schema.digest_records(assets)
-    doc = {"assets": entries, "hub": hub} if hub else entries
+    extras = {"consumers": declared} if declared else {}
+    extras |= {"hub": hub} if hub else {}
+    doc = {"assets": entries, **extras} if extras else entries
     canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 

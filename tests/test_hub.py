@@ -318,20 +318,24 @@ def test_add_with_patterns_a_commit_and_a_dataset(hub: LoopbackHub, env: dict, t
 
 
 @pytest.mark.parametrize(
-    ("url", "code", "message"),
+    ("args", "code", "message"),
     [
-        ("hf://org/nope", 3, "refused the repository"),
-        ("hf://org/tiny@no-such-branch", 3, "does not know that commit"),
-        ("hf://org/gated", 3, "set HF_TOKEN or HF_TOKEN_FILE"),
-        ("hf://org/tiny/config.json", 2, "takes hf://[datasets/]ORG/REPO"),
-        ("hf://org/tiny", 2, "pinned twice"),
+        (["hf://org/nope"], 3, "refused the repository"),
+        (["hf://org/tiny@no-such-branch"], 3, "does not know that commit"),
+        (["hf://org/gated"], 3, "set HF_TOKEN or HF_TOKEN_FILE"),
+        (["hf://datasets/org/table", "--repo-type", "model"], 2, "drop one of them"),
+        (["hf://org/tiny", "--sha256", "0" * 64], 2, "--sha256 is for one file"),
+        (["hf://org/tiny/config.json", "--include", "*.json"], 2, "--include is for hf://ORG/REPO"),
+        (["hf://org/tiny"], 2, "pinned twice"),
     ],
 )
-def test_add_failures_write_nothing(url: str, code: int, message: str, env: dict, tmp_path: Path) -> None:
+def test_add_failures_write_nothing(
+    args: list[str], code: int, message: str, env: dict, tmp_path: Path
+) -> None:
     manifest = tmp_path / "assets.toml"
     add(manifest, env, "hf://org/tiny")
     before = manifest.read_bytes()
-    proc = add(manifest, env, url, ok=False)
+    proc = add(manifest, env, *args, ok=False)
     assert (proc.returncode, manifest.read_bytes()) == (code, before), proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
 

@@ -49,6 +49,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def refuse_repo_options(args: argparse.Namespace) -> None:
+    """Raise UsageError when a one-file ``bake add`` got an option that only a repository takes."""
+    for option in ("include", "exclude", "repo_type", "downloader"):
+        if getattr(args, option, None):
+            raise UsageError(
+                f"--{option.replace('_', '-')} is for hf://ORG/REPO[@REV]; {args.target} is one file"
+            )
+
+
 def parse_url(url: str, repo_type: str | None) -> tuple[str, str, str | None]:
     """Return (repo, kind, revision or None). Raises UsageError for anything else."""
     match = _URL.match(url)
@@ -192,15 +201,19 @@ def append_entry(manifest_path: Path, entry: dict) -> None:
 
 def cmd_add(args: argparse.Namespace) -> int:
     """Run ``bake add`` for a Hub repository; print what was pinned. Exit codes: 0, 2, 3."""
-    if not is_repo_url(args.url):
-        raise UsageError(f"{args.url}: `bake add` here takes hf://[datasets/]ORG/REPO[@REVISION]")
-    repo, kind, revision = parse_url(args.url, args.repo_type)
+    url = args.target
+    if not is_repo_url(url):
+        raise UsageError(f"{url}: `bake add` here takes hf://[datasets/]ORG/REPO[@REVISION]")
+    for option in ("name", "path", "sha256", "size_only"):
+        if getattr(args, option, None):
+            raise UsageError(f"--{option.replace('_', '-')} is for one file; {url} pins a whole repository")
+    repo, kind, revision = parse_url(url, args.repo_type)
     manifest_path = Path(args.manifest)
     if manifest_path.exists() and not manifest_path.is_file():
         raise UsageError(f"--manifest {manifest_path}: not a file")
     token = download.hub_token()
     commit, siblings = resolve(repo, kind, revision, token)
-    chosen = _select(siblings, args.include, args.exclude, args.url)
+    chosen = _select(siblings, args.include, args.exclude, url)
     entry = {
         "repo": repo,
         "type": kind if kind != "model" else None,
@@ -215,11 +228,11 @@ def cmd_add(args: argparse.Namespace) -> int:
     try:
         append_entry(manifest_path, entry)
     except ManifestError as exc:
-        raise ManifestError(f"{args.url}: not added, the manifest is unchanged: {exc}") from None
+        raise ManifestError(f"{url}: not added, the manifest is unchanged: {exc}") from None
     total = sum(f["size"] for f in entry["files"])
     count = len(entry["files"])
     print(
-        f"bake: pinned {args.url} at {commit}: {count} file(s), {total} bytes, in {manifest_path}",
+        f"bake: pinned {url} at {commit}: {count} file(s), {total} bytes, in {manifest_path}",
         file=sys.stderr,
     )
     return 0

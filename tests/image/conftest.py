@@ -12,9 +12,13 @@ from pathlib import Path
 import pytest
 import testinfra
 
-from . import S3_ASSET, Run, docker, fail_or_skip, required_env, run_image
+from . import MANIFEST, Run, docker, fail_or_skip, required_env, run_image
 
 HERE = Path(__file__).resolve().parent
+# Every s3tokenizer checkpoint of the test manifest, as MODEL=SHA256 pairs for clients.Dockerfile.
+S3_TEST_TABLE = " ".join(
+    f"{Path(a.path).stem}={a.sha256}" for a in MANIFEST if a.path.startswith("s3tokenizer/")
+)
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
 
@@ -69,8 +73,8 @@ def image_archive(image: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
 def clients_image(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The image under test plus openai-harmony, tiktoken and s3tokenizer (no torch), removed afterwards.
 
-    s3tokenizer's table is patched to the generated test checkpoint's sha256, as the
-    production table names the real checkpoint's.
+    s3tokenizer's table is patched to the generated test checkpoints' sha256s, as the
+    production table names the real checkpoints'.
     """
     if not CA_BUNDLE.is_file():
         fail_or_skip(f"{CA_BUNDLE} is missing: pip inside the build needs the machine CA to reach PyPI")
@@ -80,7 +84,7 @@ def clients_image(image: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         "buildx", "build", "--network=host", "--allow=network.host", "--load",
         "--secret", f"id=ca,src={CA_BUNDLE}",
         "--build-arg", f"IMAGE={image}",
-        "--build-arg", f"S3_TEST_SHA256={S3_ASSET.sha256}",
+        "--build-arg", f"S3_TEST_TABLE={S3_TEST_TABLE}",
         "--file", str(HERE / "clients.Dockerfile"), "--tag", tag, str(context),
         timeout=900,
     )  # fmt: skip

@@ -10,12 +10,22 @@ import testinfra
 
 from bake.manifest import Asset, manifest_digest
 
-from . import ASSET_ROOT, MANIFEST, S3_ASSET, VOCAB_ASSET, docker, required_env
+from . import (
+    ALIAS_LINKS,
+    ASSET_ROOT,
+    ASSET_SUBDIRS,
+    INDEX_NAMES,
+    MANIFEST,
+    S3_ASSET,
+    VOCAB_ASSET,
+    docker,
+    required_env,
+)
 
 pytestmark = pytest.mark.docker
 
-ASSET_DIRS = sorted({ASSET_ROOT} | {str(PurePosixPath(ASSET_ROOT, a.path).parent) for a in MANIFEST})
-INDEX_FILES = [f"{ASSET_ROOT}/SHA256SUMS", f"{ASSET_ROOT}/bake.lock.json"]
+ASSET_DIRS = sorted([ASSET_ROOT, *(f"{ASSET_ROOT}/{d}" for d in ASSET_SUBDIRS)])
+INDEX_FILES = [f"{ASSET_ROOT}/{name}" for name in INDEX_NAMES]
 ENCODING_LINK = f"{ASSET_ROOT}/tiktoken/o200k_base.tiktoken"
 OCI_LABELS = [
     "org.opencontainers.image.title",
@@ -70,7 +80,8 @@ def test_directory_is_root_owned_0555(host: testinfra.host.Host, path: str) -> N
 
 def test_asset_root_holds_exactly_the_assets_index_and_link(host: testinfra.host.Host) -> None:
     found = set(host.check_output(f"find {ASSET_ROOT} -mindepth 1").splitlines())
-    expected = {f"{ASSET_ROOT}/{a.path}" for a in MANIFEST} | set(INDEX_FILES) | {ENCODING_LINK}
+    expected = {f"{ASSET_ROOT}/{a.path}" for a in MANIFEST} | set(INDEX_FILES)
+    expected |= {f"{ASSET_ROOT}/{link}" for link in ALIAS_LINKS}
     assert found == expected | (set(ASSET_DIRS) - {ASSET_ROOT})
 
 
