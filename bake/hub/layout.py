@@ -10,6 +10,7 @@ layer is the same on every builder; ``fetch-assets`` then fixes every mtime.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path, PurePosixPath
@@ -17,6 +18,7 @@ from pathlib import Path, PurePosixPath
 from bake.errors import UsageError
 from bake.hub.schema import PREFIX, HubEntry, blob_path, selected_entries
 
+SUMS_NAME = "SHA256SUMS"  # bake.lockfile's index (lockfile imports this module)
 TREE_FORMAT_VERSION = 1  # huggingface_hub._tree_cache.TREE_CACHE_FORMAT_VERSION
 
 # huggingface_hub's precedence: HF_HUB_CACHE, then HUGGINGFACE_HUB_CACHE, then HF_HOME/hub,
@@ -87,12 +89,14 @@ def _place_file(path: Path, text: str) -> None:
 def write(dest: Path, assets: list) -> int:
     """Add snapshot links, refs and tree listings for every selected Hub entry under ``dest/hub``.
 
-    Call after fetch has verified the blobs, before the tree is made read-only. It is
-    idempotent; returns the number of entries laid out. Raises UsageError when a path
-    it must write holds something else.
+    Call after fetch has verified the blobs, before the tree is made read-only. The refs
+    and trees join ``SHA256SUMS``, so ``sha256sum -c`` and the entrypoint's verified copies
+    cover them too. It is idempotent; returns the number of entries laid out. Raises
+    UsageError when a path it must write holds something else.
     """
     entries = selected_entries(assets)
     root = Path(dest) / PREFIX
+    written: dict[str, str] = {}
     for entry in entries:
         for f in entry.files:
             if not (Path(dest) / blob_path(entry.folder, f.etag)).is_file():
@@ -103,7 +107,25 @@ def write(dest: Path, assets: list) -> int:
             _place_link(root / name, target)
         for name, text in data_files(entry).items():
             _place_file(root / name, text)
+            written[f"{PREFIX}/{name}"] = hashlib.sha256(text.encode()).hexdigest()
+    if written:
+        _add_to_sums(Path(dest) / SUMS_NAME, written)
     return len(entries)
+
+
+def _add_to_sums(sums: Path, extra: dict[str, str]) -> None:
+    """Merge ``extra`` (path -> sha256) into SHA256SUMS, sorted by path as fetch writes it; atomic."""
+    if not sums.is_file():
+        raise UsageError(f"{sums}: missing; run `bake fetch` into {sums.parent} before sealing")
+    old = sums.read_text(encoding="utf-8")
+    lines = {path: sha for sha, _, path in (line.partition("  ") for line in old.splitlines())}
+    lines.update(extra)
+    new = "".join(f"{sha}  {path}\n" for path, sha in sorted(lines.items()))
+    if new == old:
+        return
+    staging = sums.with_name(f".{sums.name}.hub-tmp")
+    staging.write_text(new, encoding="utf-8")
+    os.replace(staging, sums)
 
 
 def serve_records(assets: list) -> list[tuple[str, ...]]:
