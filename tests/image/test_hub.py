@@ -348,3 +348,29 @@ def test_an_origin_that_changed_after_add_fails_the_build_naming_the_file(
         "exit code: 3" in proc.stderr and f"{DATASET}@{facts['ds_commit'][:12]}/data/train.csv" in proc.stderr
     )
     assert facts["token"] not in proc.stderr
+
+
+def test_concurrent_first_jobs_on_one_node_volume(clients: str, hub: tuple[LoopbackHub, dict]) -> None:
+    """Four jobs start at once on a fresh volume: each is served, and the copies that land are whole."""
+    name = f"bake-i12-hf-{uuid.uuid4().hex[:10]}"
+    docker("volume", "create", name)
+    try:
+        facts = hub[1]
+        args = [MODEL, facts["commit"], DATASET, facts["ds_commit"], PROBE_TEXT]
+        cmd = ["docker", "run", "--rm", "--network=none", "--mount", f"type=volume,src={name},dst=/hf"]
+        cmd += ["--env", "HF_HOME=/hf", "--env", "HF_HUB_OFFLINE=1", clients, "python3", "-c", PROBE, *args]
+        jobs = [
+            subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)
+        ]
+        for job in jobs:
+            out, err = job.communicate(timeout=180)
+            assert job.returncode == 0, err[-2000:]
+            check_report(json.loads(out.strip().splitlines()[-1]), facts)
+        after = _listing(name)
+        blobs = {p: v for p, v in after.items() if "/blobs/" in p and v[0] == 0o100000}
+        assert blobs and all(
+            v[4] == p.rsplit("/", 1)[1] for p, v in blobs.items() if len(p.rsplit("/", 1)[1]) == 64
+        )
+        assert not [p for p in after if ".incomplete" in p or "tmp" in p.rsplit("/", 1)[-1]]
+    finally:
+        docker("volume", "rm", "-f", name, check=False)
