@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from bake.errors import FetchError, ManifestError, UsageError
-from bake.hub import download, schema
+from bake.hub import schema
 
 _URL = re.compile(r"^hf://(?:(datasets)/)?([^/@]+/[^/@]+)(?:@([^/]+))?/?$")
 
@@ -71,6 +71,8 @@ def parse_url(url: str, repo_type: str | None) -> tuple[str, str, str | None]:
 
 def resolve(repo: str, kind: str, revision: str | None, token: str | None) -> tuple[str, list]:
     """Ask the Hub for the commit ``revision`` names and the files there; return (commit, siblings)."""
+    from bake.hub import download  # the fetch engine loads only when a repository is added
+
     try:
         from huggingface_hub import HfApi
     except ImportError:
@@ -107,6 +109,8 @@ def _select(siblings: list, include: list[str], exclude: list[str], label: str) 
 
 def _record_small(sibling, repo: str, kind: str, commit: str, tmp: Path, token: str | None) -> dict:
     """Download a non-LFS file once, check its git blob id, and return its record with the sha256."""
+    from bake.hub import download
+
     local = download.download_file(repo, kind, commit, sibling.rfilename, tmp, token)
     data_sha1 = hashlib.sha1(b"blob %d\x00" % local.stat().st_size)
     data_sha256 = hashlib.sha256()
@@ -211,6 +215,8 @@ def cmd_add(args: argparse.Namespace) -> int:
     manifest_path = Path(args.manifest)
     if manifest_path.exists() and not manifest_path.is_file():
         raise UsageError(f"--manifest {manifest_path}: not a file")
+    from bake.hub import download
+
     token = download.hub_token()
     commit, siblings = resolve(repo, kind, revision, token)
     chosen = _select(siblings, args.include, args.exclude, url)

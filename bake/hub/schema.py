@@ -100,6 +100,7 @@ class HubBlob:
 
     @property
     def entries(self) -> tuple[HubEntry, ...]:
+        """The entries this blob serves, each once, in manifest order."""
         return tuple(dict.fromkeys(entry for entry, _ in self.uses))
 
 
@@ -121,8 +122,9 @@ def _strings(raw: dict, key: str, where: str, pattern: re.Pattern | None = None)
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ManifestError(f"{where}: {key} must be a list of non-empty strings, got {value!r}")
     for v in value:
+        # "?" is a glob character in include/exclude patterns; every other refused character stays refused.
         if (pattern is not None and not pattern.match(v)) or _BAD_CHARS.search(v.replace("?", "")):
-            raise ManifestError(f"{where}: {key} entry {v!r} is not allowed")
+            raise ManifestError(f"{where}: {key} entry {v!r} has a character that is not allowed")
     return tuple(value)
 
 
