@@ -183,7 +183,8 @@ def run(image: str, *command: str, volume: str | None = None, **options) -> subp
     if volume is None:
         return run_image(image, *command, **options)
     env = options.pop("env", {})
-    args = ["run", "--rm", "--network=none", "--mount", f"type=volume,src={volume},dst=/hf"]
+    readonly = ",readonly" if options.pop("readonly", False) else ""
+    args = ["run", "--rm", "--network=none", "--mount", f"type=volume,src={volume},dst=/hf{readonly}"]
     args += [a for k, v in env.items() for a in ("--env", f"{k}={v}")]
     if "entrypoint" in options:
         args += ["--entrypoint", options.pop("entrypoint")]
@@ -218,17 +219,32 @@ def test_the_baked_cache_needs_no_further_step(clients: str, hub: tuple[Loopback
 
 
 @pytest.mark.parametrize(
-    ("case", "options"),
+    ("case", "options", "cache"),
     [
-        ("HF_HOME unset", {}),
-        ("HF_HOME an empty writable directory", {"env": {"HF_HOME": "/hf-empty"}, "tmpfs": ["/hf-empty"]}),
-        ("HF_HOME on the container's filesystem", {"env": {"HF_HOME": "/tmp/hf-new"}}),
+        ("HF_HOME unset", {}, "/root/.cache/huggingface/hub"),
+        ("HF_HOME an empty writable dir", {"env": {"HF_HOME": "/e"}, "tmpfs": ["/e"]}, "/e/hub"),
+        ("HF_HOME on the container's fs", {"env": {"HF_HOME": "/tmp/new"}}, "/tmp/new/hub"),
+        ("HF_HUB_CACHE wins", {"env": {"HF_HUB_CACHE": "/tmp/c", "HF_HOME": "/tmp/unused"}}, "/tmp/c"),
     ],
 )
 def test_jobs_find_the_baked_repositories_offline(
-    case: str, options: dict, clients: str, hub: tuple[LoopbackHub, dict]
+    case: str, options: dict, cache: str, clients: str, hub: tuple[LoopbackHub, dict]
 ) -> None:
-    check_report(probe(clients, hub[1], **options), hub[1])
+    report = probe(clients, hub[1], **options)
+    check_report(report, hub[1])
+    assert report["cache"] == cache
+
+
+def test_an_unwritable_node_cache_fails_fast_under_bake_require(
+    node_volume: str, clients: str, hub: tuple[LoopbackHub, dict]
+) -> None:
+    """A read-only node HF_HOME that lacks the files: BAKE_REQUIRE=1 stops with exit 6 naming it."""
+    env = {"HF_HOME": "/hf", "BAKE_REQUIRE": "1"}
+    proc = run(clients, "true", volume=node_volume, readonly=True, env=env)
+    assert proc.returncode == 6, proc.stderr
+    assert "/hf/hub" in proc.stderr
+    started = run(clients, "sh", "-c", "exit 7", volume=node_volume, readonly=True, env={"HF_HOME": "/hf"})
+    assert started.returncode == 7 and "/hf/hub" in started.stderr  # a warning, and the job runs
 
 
 def _listing(volume: str) -> dict:
