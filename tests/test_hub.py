@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bake.errors import ManifestError
 from bake.hub import layout, schema
@@ -189,6 +191,38 @@ def test_a_bad_entry_is_refused_naming_it(overrides: dict, expected: str) -> Non
     with pytest.raises(ManifestError, match="hub") as info:
         parse_manifest(entry(**overrides))
     assert expected in str(info.value)
+
+
+_HOSTILE = st.text(alphabet=st.sampled_from(list("ab/.\\-_ \t\n?#%*~@0f")), max_size=12)
+_VALUE = st.one_of(
+    _HOSTILE,
+    st.integers(-2, 2**40),
+    st.booleans(),
+    st.lists(_HOSTILE, max_size=2),
+    st.sampled_from([SHA, BLOB]),
+)
+
+
+@settings(
+    max_examples=300 if os.environ.get("CI") else 100, derandomize=bool(os.environ.get("CI")), deadline=None
+)
+@given(
+    st.dictionaries(st.sampled_from(["path", "size", "sha256", "blob", "lfs", "x"]), _VALUE, max_size=6),
+    st.dictionaries(st.sampled_from(["repo", "commit", "ref", "type", "include", "downloader"]), _VALUE),
+)
+def test_any_hub_entry_is_parsed_or_refused_with_exit_2(record: dict, head: dict) -> None:
+    """Whatever a [[hub]] table holds, the parser returns assets or raises ManifestError, nothing else."""
+    import tomlkit
+
+    base = {"path": "a", "size": 1, "sha256": SHA, "blob": BLOB}
+    table = {"repo": "org/tiny", "commit": COMMIT, **head, "files": [{**base, **record}]}
+    try:
+        assets = parse_manifest(tomlkit.dumps({"hub": [table]}))
+    except ManifestError:
+        return
+    for asset in assets:  # what was accepted is safe to lay out and to serve
+        assert asset.path.startswith("hub/models--") and "\t" not in asset.name and ".." not in asset.path
+        assert all(f for r in layout.serve_records(assets) for f in r[:4])
 
 
 def test_bad_manifests_exit_2_through_the_cli(tmp_path: Path) -> None:
