@@ -35,11 +35,15 @@ logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 
 def hub_token() -> str | None:
-    """The Hub token: the file HF_TOKEN_FILE names (a BuildKit secret), else HF_TOKEN, else None.
+    """The Hub token: HF_TOKEN, else the file HF_TOKEN_FILE names (a BuildKit secret), else None.
 
-    None lets huggingface_hub use its own lookup (the stored login). Raises FetchError
-    when HF_TOKEN_FILE is set but unreadable. The value is never logged.
+    The same order as the engine's hf:// sources (``bake.sources``); None lets
+    huggingface_hub use its own lookup (the stored login). Raises FetchError when
+    HF_TOKEN_FILE is set but unreadable. The value is never logged.
     """
+    token = os.environ.get("HF_TOKEN", "").strip()
+    if token:
+        return token
     token_file = os.environ.get("HF_TOKEN_FILE")
     if token_file:
         try:
@@ -49,7 +53,7 @@ def hub_token() -> str | None:
                 f"HF_TOKEN_FILE {token_file}: cannot read it ({exc.strerror or exc}); "
                 "mount the secret there or unset HF_TOKEN_FILE"
             ) from None
-    return os.environ.get("HF_TOKEN", "").strip() or None
+    return None
 
 
 def endpoint() -> str | None:
