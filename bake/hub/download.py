@@ -110,7 +110,22 @@ def download_file(
     return Path(os.path.realpath(local))
 
 
-def _via_hub(asset: Asset, cache: Cache, token: str | None) -> float:
+def _lock_wait(asset: Asset, deadline: float | None):
+    """A ``Cache.lock`` wait that gives up at the asset's deadline (the contract's default when unset)."""
+    limit = time.monotonic() + (deadline or max(30 * 60, (asset.size or 0) / (512 * 1024)))
+
+    def wait(seconds: float) -> None:
+        if time.monotonic() + seconds > limit:
+            raise FetchError(
+                f"asset {asset.name!r}: another bake process held its cache lock past the deadline; "
+                "let it finish, or rerun with --deadline"
+            )
+        time.sleep(seconds)
+
+    return wait
+
+
+def _via_hub(asset: Asset, cache: Cache, token: str | None, deadline: float | None) -> float:
     """Download ``asset`` with huggingface_hub, verify it, commit it to bake's cache; return seconds."""
     t0 = time.monotonic()
     if cache.object_path(asset.sha256).exists():
@@ -122,7 +137,7 @@ def _via_hub(asset: Asset, cache: Cache, token: str | None) -> float:
         actual = sha256_file(local)
         if actual != asset.sha256:
             raise ChecksumMismatch(asset.sha256, actual, entry.url(path), asset=asset.name)
-        with cache.lock(asset.sha256, wait=time.sleep):
+        with cache.lock(asset.sha256, wait=_lock_wait(asset, deadline)):
             os.replace(local, cache.object_path(asset.sha256))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -144,7 +159,7 @@ def _prefetch(
     seconds: dict[str, float] = {}
     failures: dict[str, FetchError] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=options.jobs) as pool:
-        futures = {a.name: pool.submit(_via_hub, a, cache, token) for a in assets}
+        futures = {a.name: pool.submit(_via_hub, a, cache, token, options.deadline) for a in assets}
         for name, future in futures.items():
             exc = future.exception()
             if exc is None:
