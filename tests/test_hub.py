@@ -544,3 +544,37 @@ def test_sha256sums_covers_the_refs_and_trees_seal_writes(pinned: Path, env: dic
     assert check.returncode == 0, check.stdout + check.stderr
     again = bake("seal", "--manifest", str(pinned), "--dest", str(dest), env=env)
     assert again.returncode == 0, again.stderr
+
+
+def test_a_mirror_of_the_files_serves_an_air_gapped_fetch(
+    pinned: Path, hub: LoopbackHub, env: dict, tmp_path: Path
+) -> None:
+    """--mirror rewrites hf:// sources like any other: a plain directory copy, --no-origin, no Hub at all."""
+    commit = hub.repos[("model", "org/tiny")]["refs"]["main"]
+    mirror = tmp_path / "mirror" / "org" / "tiny" / commit
+    files = {"config.json": CONFIG, "same.json": CONFIG, "tokenizer/vocab.txt": b"[PAD]\n[UNK]\nhello\n"}
+    for name, data in {**files, "model.safetensors": LFS_DATA}.items():
+        (mirror / name).parent.mkdir(parents=True, exist_ok=True)
+        (mirror / name).write_bytes(data)
+    rewrite = f"hf://org/tiny@{commit}/=file://{mirror}/"
+    offline = {k: v for k, v in env.items() if k != "HF_ENDPOINT"}
+    before = hub.stats()
+    dest = str(tmp_path / "dest")
+    proc = bake(
+        "fetch", "--manifest", str(pinned), "--dest", dest, "--no-origin", "--mirror", rewrite, env=offline
+    )
+    # The dataset has no mirror: --no-origin refuses it by name, before any traffic.
+    assert proc.returncode == 2 and "org/table" in proc.stderr
+    ds_commit = hub.repos[("dataset", "org/table")]["refs"]["main"]
+    ds_mirror = tmp_path / "mirror" / "datasets" / "org" / "table" / ds_commit
+    for name, data in {"data/train.csv": b"a,b\n1,2\n", "README.md": b"# ds\n"}.items():
+        (ds_mirror / name).parent.mkdir(parents=True, exist_ok=True)
+        (ds_mirror / name).write_bytes(data)
+    rewrites = [rewrite, f"hf://datasets/org/table@{ds_commit}/=file://{ds_mirror}/"]
+    args = [a for r in rewrites for a in ("--mirror", r)]
+    proc = fetch_and_seal(pinned, tmp_path / "dest", offline, "--no-origin", *args)
+    assert proc.returncode == 0, proc.stderr
+    assert hub.stats() == {**before, "hub GET /_stats": before.get("hub GET /_stats", 0) + 1}
+    assert (
+        tmp_path / "dest" / "hub" / "models--org--tiny" / "snapshots" / commit / "model.safetensors"
+    ).read_bytes() == LFS_DATA
