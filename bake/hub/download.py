@@ -27,7 +27,6 @@ from bake.cache import Cache
 from bake.errors import ChecksumMismatch, FetchError, UsageError
 from bake.hashes import sha256_file
 from bake.manifest import Asset
-from bake.progress import Progress
 
 log = logging.getLogger(__name__)
 # huggingface_hub's HTTP client logs every request at INFO, which would drown bake's own lines.
@@ -176,7 +175,7 @@ def uses_hub_downloader(asset: Asset) -> bool:
 
 
 def fetch_assets(
-    assets: Sequence[Asset], dest: Path, options: fetch.FetchOptions, progress: Progress | None = None
+    assets: Sequence[Asset], dest: Path, options: fetch.FetchOptions, progress: fetch.Progress | None = None
 ) -> list[fetch.FetchRecord]:
     """``fetch.fetch_assets``, with the blobs of ``downloader = "huggingface_hub"`` entries downloaded first.
 
