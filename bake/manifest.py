@@ -39,9 +39,8 @@ class Asset:
     urls: tuple[str, ...]
     size: int | None = None
     groups: tuple[str, ...] = ()
-    hub: hub_schema.HubBlob | None = dataclass_field(
-        default=None, compare=False, repr=False
-    )  # a [[hub]] blob
+    # For a [[hub]] blob: the repository files it backs (bake.hub.schema); not part of equality.
+    hub: hub_schema.HubBlob | None = dataclass_field(default=None, compare=False, repr=False)
 
     def canonical_url(self) -> str | None:
         """Return the first ``https://`` URL, the one consumers derive cache names from."""
