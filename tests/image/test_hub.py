@@ -198,7 +198,8 @@ def probe(clients: str, facts: dict, **options) -> dict:
     args = [MODEL, facts["commit"], DATASET, facts["ds_commit"], PROBE_TEXT]
     proc = run(clients, "python3", "-c", PROBE, *args, **options)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    ready = [line for line in proc.stderr.splitlines() if line.startswith("bake: assets ready in")]
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "ready": ready}
 
 
 def check_report(report: dict, facts: dict) -> None:
@@ -279,8 +280,11 @@ def test_a_shared_volume_gains_only_documented_verified_copies(
     node_volume: str, clients: str, hub: tuple[LoopbackHub, dict]
 ) -> None:
     before = _listing(node_volume)
-    for _ in range(2):  # the second job finds the first one's copies
-        check_report(probe(clients, hub[1], env={"HF_HOME": "/hf"}, volume=node_volume), hub[1])
+    for job in ("first job", "later job"):  # the later job finds the first one's copies
+        report = probe(clients, hub[1], env={"HF_HOME": "/hf"}, volume=node_volume)
+        check_report(report, hub[1])
+        assert len(report["ready"]) == 1 and "not served" not in report["ready"][0], report["ready"]
+        print(f"\nseeding the node volume, {job}: {report['ready'][0]}")
     after = _listing(node_volume)
     # Files and links keep every byte and their mtime; a directory that gained an entry has a new
     # mtime (and size) by nature, so directories are compared by type, mode and owner.
