@@ -60,7 +60,16 @@ CHECKPOINT_URL = next(
 ASSET_PATH = "s3tokenizer/speech_tokenizer_v3_25hz.onnx"
 BENCH_MANIFEST = "docker/bench-assets.toml"  # written into the snapshot only
 BAKE_FILES = ["-f", "docker-bake.hcl", "-f", "docker/bake-test.hcl", "--allow=network.host"]
-VLLM_FILES = ["-f", "docker/examples/vllm/docker-bake.hcl", "-f", "docker/examples/vllm/bake-assets.hcl"]
+# vLLM's ROCm layout (the stand-in under docker/examples/vllm, run from its root) plus bake's overlay.
+VLLM_ROOT = "docker/examples/vllm"
+VLLM_FILES = [
+    "-f",
+    "docker/docker-bake-rocm.hcl",
+    "-f",
+    "docker/ci-rocm.hcl",
+    "-f",
+    "../../vllm/bake-rocm.hcl",
+]
 STANDINS = ("bookworm", "bookworm-slim")
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 MANIFEST_TYPES = (
@@ -570,10 +579,10 @@ class Builds:
             self.engine.docker("pull", "-q", remote)
             self.engine.docker("tag", remote, f"local/rocm-standin:{tag}")
 
-    def bake(self, phase: str, cmd: Sequence[str], env: dict[str, str]) -> tuple[float, int]:
+    def bake(self, phase: str, cmd: Sequence[str], env: dict[str, str], cwd: str = ".") -> tuple[float, int]:
         """Run a build with the origin mirror up; return (wall seconds, asset bytes the mirror served)."""
         with mirror(self.src, self.root, self.logs, port=self.mirror_port, rate=self.profile.rate) as served:
-            seconds = run(cmd, log_path=self.logs / f"{phase}.log", cwd=self.src, env=env)
+            seconds = run(cmd, log_path=self.logs / f"{phase}.log", cwd=self.src / cwd, env=env)
         sent = served.sent(CHECKPOINT_MIRROR_PATH)
         log(f"  {phase}: {seconds:.1f} s, {sent} asset bytes from the mirror")
         return seconds, sent
@@ -656,17 +665,27 @@ class Builds:
         publish_s, publish_bytes = self.bake("publish-assets-image", via_assets_image, self.env())
         publish_new = sum(n for d, n in self.registry.blobs().items() if d not in before)
         pulled = sum(blob["size"] for blob in self.registry.manifest("bake-assets", self.digest)["layers"])
+        runtime_ref = f"{self.registry.host}/bake-runtime:bench"
+        runtime = [*plain[:-1], "--set", f"runtime.tags={runtime_ref}", "--push", "runtime"]
+        self.bake("publish-runtime-image", runtime, self.env())
+        fleet_ref = f"{self.fleet_repo}:ci_base"
         fleet_env = self.env(
-            BAKE_ASSETS_IMAGE=assets_ref, BASE_IMAGE=base_b, IMAGE_NAME=self.fleet_repo, IMAGE_TAG="local"
+            BAKE_ASSETS_REPO=self.assets_repo,
+            BAKE_ASSETS_DIGEST=self.digest,
+            BAKE_RUNTIME_IMAGE=runtime_ref,
+            BASE_IMAGE=base_b,
         )
         fleet_s, fleet_bytes = self.bake(
             "fleet-build",
-            ["docker", "buildx", "bake", *VLLM_FILES, "--progress=plain", "vllm-rocm"],
+            ["docker", "buildx", "bake", *VLLM_FILES, "--progress=plain",
+             "--set", f"ci-base-rocm.tags={fleet_ref}", "ci-base-rocm"],
             fleet_env,
-        )
-        fleet_ref = f"{self.fleet_repo}:local"
-        fleet_layer = self.asset_layer(fleet_ref, base_b)
-        fleet_push = self.push("push-fleet", fleet_ref, fleet_layer)
+            cwd=VLLM_ROOT,
+        )  # fmt: skip
+        fleet_same = layer in self.engine.layers(fleet_ref)
+        if not fleet_same:
+            raise BenchError(f"{fleet_ref}: the vLLM stand-in's ci_base lacks the asset layer {layer}")
+        fleet_push = self.push("push-fleet", fleet_ref, layer)
 
         log("builds: fresh builder (engine data root deleted; the registry stays)")
         self.engine.wipe()
@@ -683,10 +702,10 @@ class Builds:
             "vs_cold": fresh_s / cold_s,
             "same_asset_layer": self.asset_layer(image_a, base_a) == layer,
             "fleet": {
-                "bake_files": " ".join(VLLM_FILES[1::2]),
+                "bake_files": " ".join(f"{VLLM_ROOT}/{f}" for f in VLLM_FILES[1::2]),
                 "seconds": fleet_s,
                 "asset_bytes_from_mirror": fleet_bytes,
-                "same_asset_layer": fleet_layer == layer,
+                "same_asset_layer": fleet_same,
                 "push_asset_layer_status": fleet_push.asset_layer_status,
                 "push_asset_layer_bytes_uploaded": fleet_push.asset_layer_bytes_uploaded,
             },
