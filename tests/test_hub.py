@@ -531,13 +531,15 @@ def test_doctor_says_where_huggingface_hub_would_download(pinned: Path, env: dic
     assert f"{empty}/hub/models--org--tiny/snapshots/" in missing.stdout
 
 
-def test_sha256sums_covers_the_refs_and_trees_seal_writes(pinned: Path, env: dict, tmp_path: Path) -> None:
+def test_the_index_covers_the_refs_and_trees_seal_writes(pinned: Path, env: dict, tmp_path: Path) -> None:
     """The entrypoint copies only what SHA256SUMS lets it verify; `sha256sum -c` checks them too."""
     dest = tmp_path / "dest"
     assert fetch_and_seal(pinned, dest, env).returncode == 0
     listed = {line.split("  ", 1)[1] for line in (dest / "SHA256SUMS").read_text().splitlines()}
     data = {str(p.relative_to(dest)) for p in (dest / "hub").rglob("*") if p.is_file() and not p.is_symlink()}
     assert data <= listed and any("/refs/" in p for p in data) and any("/trees/" in p for p in data)
+    locked = {e["path"] for e in json.loads((dest / "bake.lock.json").read_text())["assets"]}
+    assert locked == listed, "SHA256SUMS and the lock list the same files"
     check = subprocess.run(
         ["sha256sum", "--quiet", "-c", "SHA256SUMS"], cwd=dest, capture_output=True, text=True
     )

@@ -18,7 +18,6 @@ from pathlib import Path, PurePosixPath
 from bake.errors import UsageError
 from bake.hub.schema import PREFIX, HubEntry, blob_path, selected_entries
 
-SUMS_NAME = "SHA256SUMS"  # bake.lockfile's index (lockfile imports this module)
 TREE_FORMAT_VERSION = 1  # huggingface_hub._tree_cache.TREE_CACHE_FORMAT_VERSION
 
 # huggingface_hub's precedence: HF_HUB_CACHE, then HUGGINGFACE_HUB_CACHE, then HF_HOME/hub,
@@ -86,18 +85,17 @@ def _place_file(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def write(dest: Path, assets: list) -> int:
+def write(dest: Path, assets: list) -> dict[str, tuple[int, str]]:
     """Add snapshot links, refs and tree listings for every selected Hub entry under ``dest/hub``.
 
-    Call after fetch has verified the blobs, before the tree is made read-only. The refs
-    and trees join ``SHA256SUMS``, so ``sha256sum -c`` and the entrypoint's verified copies
-    cover them too. It is idempotent; returns the number of entries laid out. Raises
-    UsageError when a path it must write holds something else.
+    Call after fetch has verified the blobs, before the tree is made read-only. It is
+    idempotent. Returns the files it wrote (refs and trees) as ``{path: (size, sha256)}``,
+    for the index: the entrypoint copies into node storage only what it can verify.
+    Raises UsageError when a path it must write holds something else.
     """
-    entries = selected_entries(assets)
     root = Path(dest) / PREFIX
-    written: dict[str, str] = {}
-    for entry in entries:
+    written: dict[str, tuple[int, str]] = {}
+    for entry in selected_entries(assets):
         for f in entry.files:
             if not (Path(dest) / blob_path(entry.folder, f.etag)).is_file():
                 raise UsageError(
@@ -107,25 +105,9 @@ def write(dest: Path, assets: list) -> int:
             _place_link(root / name, target)
         for name, text in data_files(entry).items():
             _place_file(root / name, text)
-            written[f"{PREFIX}/{name}"] = hashlib.sha256(text.encode()).hexdigest()
-    if written:
-        _add_to_sums(Path(dest) / SUMS_NAME, written)
-    return len(entries)
-
-
-def _add_to_sums(sums: Path, extra: dict[str, str]) -> None:
-    """Merge ``extra`` (path -> sha256) into SHA256SUMS, sorted by path as fetch writes it; atomic."""
-    if not sums.is_file():
-        raise UsageError(f"{sums}: missing; run `bake fetch` into {sums.parent} before sealing")
-    old = sums.read_text(encoding="utf-8")
-    lines = {path: sha for sha, _, path in (line.partition("  ") for line in old.splitlines())}
-    lines.update(extra)
-    new = "".join(f"{sha}  {path}\n" for path, sha in sorted(lines.items()))
-    if new == old:
-        return
-    staging = sums.with_name(f".{sums.name}.hub-tmp")
-    staging.write_text(new, encoding="utf-8")
-    os.replace(staging, sums)
+            data = text.encode()
+            written[f"{PREFIX}/{name}"] = (len(data), hashlib.sha256(data).hexdigest())
+    return written
 
 
 def serve_records(assets: list) -> list[tuple[str, ...]]:

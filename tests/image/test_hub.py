@@ -142,10 +142,12 @@ def manifest(hub: tuple[LoopbackHub, dict], tmp_path_factory: pytest.TempPathFac
 def _build_args(server: LoopbackHub, manifest: str) -> dict[str, str]:
     # The test override's --no-origin stays: HF_ENDPOINT counts as a rewrite. A fresh cache dir
     # keeps an earlier run's cache mount from serving the bytes.
+    digest = _bake_cli("manifest", "digest", "--manifest", manifest, env={})
+    assert digest.returncode == 0, digest.stderr
     return {
         "ASSET_MANIFEST": manifest,
         "ASSET_MIRRORS": "",
-        "ASSET_DIGEST": "",
+        "ASSET_DIGEST": digest.stdout.strip(),
         "HF_ENDPOINT": server.endpoint,
         "BAKE_TEST_CA_BUNDLE": MACHINE_CA,
         "BAKE_FETCH_ARGS": f"--no-origin --cache-dir /tmp/bake-hub-{uuid.uuid4().hex}",
