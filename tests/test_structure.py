@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent / "bake"
 MAX_CLASS_LINES = 250
 MAX_FUNCTION_LINES = 60
 
+
 def _modules() -> dict[str, Path]:
     modules = {}
     for path in sorted(ROOT.rglob("*.py")):
