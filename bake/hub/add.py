@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import re
 import shutil
 import sys
@@ -20,6 +19,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import unquote
 
+from bake import atomic
 from bake.errors import FetchError, ManifestError, UsageError
 from bake.hub import schema
 
@@ -191,16 +191,8 @@ def append_entry(manifest_path: Path, entry: dict) -> None:
     doc["hub"].append(entry_table(entry))
     new = tomlkit.dumps(doc)
     parse_manifest(new, source=str(manifest_path), allow_http=True)
-    fd, staging = tempfile.mkstemp(dir=manifest_path.parent, prefix=f".{manifest_path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(new)
-        if manifest_path.exists():
-            shutil.copymode(manifest_path, staging)
-        os.replace(staging, manifest_path)
-    except BaseException:
-        Path(staging).unlink(missing_ok=True)
-        raise
+    mode = manifest_path.stat().st_mode & 0o7777 if manifest_path.exists() else 0o644
+    atomic.write_file(manifest_path, new.encode("utf-8"), mode=mode)
 
 
 def cmd_add(args: argparse.Namespace) -> int:
