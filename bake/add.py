@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
-from bake import consumers, manifest
+from bake import atomic, consumers, manifest
 from bake.cache import Cache
 from bake.errors import FetchError, ManifestError, UsageError
 from bake.fetch import FetchOptions, fetch_assets
@@ -43,15 +43,7 @@ def _read(path: Path, allow_http: bool) -> tuple[str, Assets]:
 
 def _write(path: Path, text: str) -> None:
     """Replace the manifest atomically, keeping its mode: a reader sees the old or the new file."""
-    fd, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".bake-tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.chmod(staging, path.stat().st_mode & 0o7777)
-        os.replace(staging, path)
-    except BaseException:
-        Path(staging).unlink(missing_ok=True)
-        raise
+    atomic.write_file(path, text.encode("utf-8"), mode=path.stat().st_mode & 0o7777)
 
 
 def derive_path(url: str, table: Sequence[consumers.Consumer]) -> str:

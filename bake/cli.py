@@ -14,6 +14,7 @@ from pathlib import Path
 from bake import __version__, lockfile, manifest
 from bake.errors import BakeError, FetchError, UsageError
 from bake.fetch import FetchOptions
+from bake.hub import add as hub_add
 from bake.text import escape
 
 log = logging.getLogger("bake")
@@ -131,6 +132,7 @@ def _add_add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
     _add_fetch_options(add)
+    hub_add.add_arguments(add)
 
 
 def _add_verify_parser(sub: argparse._SubParsersAction) -> None:
@@ -241,13 +243,16 @@ def _fetch_options(args: argparse.Namespace):
         ca_bundle=args.ca_bundle,
         jobs=getattr(args, "jobs", 1),
     )
-    if options.no_origin and not options.mirrors:
+    # Under --no-origin, HF_ENDPOINT counts as a rewrite of the Hub's hf:// sources.
+    if options.no_origin and not options.mirrors and not os.environ.get("HF_ENDPOINT"):
         raise UsageError("--no-origin needs at least one --mirror (or BAKE_MIRRORS); nothing could be tried")
     return options
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
-    from bake import fetch, progress
+    from bake import fetch
+    from bake.fetch import progress
+    from bake.hub import download as hub_download
 
     assets = _selected(args)
     options = _fetch_options(args)
@@ -257,7 +262,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         _check_report_path(args.json)
     sink = None if args.quiet else progress.make_progress(sys.stderr)
     try:
-        records = fetch.fetch_assets(assets, args.dest, options, sink)
+        records = hub_download.fetch_assets(assets, args.dest, options, sink)  # hub: either downloader
     except fetch.FetchFailed as exc:
         if args.json and (problem := _write_report(args.json, exc.records)):
             log.error("--json %r: %s", str(args.json), problem)
@@ -372,6 +377,7 @@ def cmd_manifest(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from bake import consumers
+    from bake.hub import doctor as hub_doctor
 
     root = _assets_root(args.assets)
     serve = root / consumers.SERVE_NAME
@@ -379,7 +385,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     declared = consumers.declared_from_serve(serve.read_text(encoding="utf-8")) if serve.is_file() else []
     table = consumers.table(declared)
     findings = consumers.doctor(root, lockfile.read_lock(root), table)
-    bad = _print_findings(findings, "WOULD DOWNLOAD", ", ".join(c.name for c in table))
+    findings += [consumers.Finding(*f) for f in hub_doctor.findings(root, os.environ)]  # the Hub's cache
+    bad = _print_findings(
+        findings, "WOULD DOWNLOAD", ", ".join([c.name for c in table] + ["huggingface_hub"])
+    )
     if bad:
         raise FetchError(
             f"{len(bad)} consumer lookup(s) would trigger a download; run the job through bake-entrypoint, "
@@ -437,6 +446,10 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 def cmd_add(args: argparse.Namespace) -> int:
     from bake import add
+
+    if hub_add.is_repo_url(args.target):  # hf://ORG/REPO[@REV]: a whole Hub repository, [[hub]]
+        return hub_add.cmd_add(args)
+    hub_add.refuse_repo_options(args)
 
     options = _fetch_options(args)
     path = Path(args.manifest)

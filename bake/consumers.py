@@ -421,11 +421,14 @@ def check_manifest(assets: Sequence[AssetLike], consumers: Sequence[Consumer] = 
     return findings
 
 
-def serve_records(consumers: Sequence[Consumer], files: Sequence[BakedFile]) -> list[tuple[str, ...]]:
+def serve_records(
+    consumers: Sequence[Consumer], files: Sequence[BakedFile], extra: Sequence[tuple[str, ...]] = ()
+) -> list[tuple[str, ...]]:
     """Return every record of ``bake.serve``, in the order the format fixes.
 
     Only consumers that own a file get ``loc`` records: a consumer with nothing
-    baked leaves its locations alone.
+    baked leaves its locations alone. ``extra`` holds the records of a layout of
+    its own (the Hub's, from ``bake.hub.layout``), merged into the same order.
     """
     locs, served, links = [], [], []
     for consumer in sorted(consumers, key=lambda c: c.name):
@@ -434,12 +437,17 @@ def serve_records(consumers: Sequence[Consumer], files: Sequence[BakedFile]) -> 
             continue
         for record in consumer.serve_records(owned):
             {"loc": locs, "file": served, "link": links}[record[0]].append(record)
+    for record in extra:
+        {"loc": locs, "file": served, "link": links}[record[0]].append(record)
     return locs + sorted(served, key=lambda r: (r[1], r[3])) + sorted(links, key=lambda r: (r[1], r[2]))
 
 
-def serve_text(consumers: Sequence[Consumer], files: Sequence[BakedFile]) -> str:
+def serve_text(
+    consumers: Sequence[Consumer], files: Sequence[BakedFile], extra: Sequence[tuple[str, ...]] = ()
+) -> str:
     """Return ``bake.serve`` (v1, see SERVE_FORMAT): TAB-separated records under a header line."""
-    return SERVE_HEADER + "\n" + "".join("\t".join(r) + "\n" for r in serve_records(consumers, files))
+    records = serve_records(consumers, files, extra)
+    return SERVE_HEADER + "\n" + "".join("\t".join(r) + "\n" for r in records)
 
 
 def declared_from_serve(text: str) -> list[Consumer]:

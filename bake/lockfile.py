@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bake import consumers
-from bake.errors import FetchError, NoSpaceError, UsageError, VerifyError
+from bake import atomic, consumers
+from bake.errors import FetchError, UsageError, VerifyError
 from bake.hashes import sha256_file
+from bake.hub import layout as hub_layout
 from bake.manifest import Asset, Assets, declared_consumers, manifest_digest
 
 SUMS_NAME = "SHA256SUMS"
@@ -31,51 +29,24 @@ class LockedFile:
     sha256: str
 
 
-def _stage(target: Path, data: bytes) -> Path:
-    """Write ``data`` to a staging file next to ``target``, fsynced; return its path."""
-    fd, staging = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".bake-tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(staging, 0o644)
-    except BaseException:
-        Path(staging).unlink(missing_ok=True)
-        raise
-    return Path(staging)
-
-
 def _install_together(files: dict[Path, bytes]) -> None:
     """Stage every file, and only when all are on disk rename them into place and fsync the directory.
 
     Either every target is replaced or none is. Raises NoSpaceError when the
     disk is full, FetchError for any other write failure.
     """
-    staged: dict[Path, Path] = {}
+    names = ", ".join(t.name for t in files)
+    need = sum(len(d) for d in files.values())
     try:
-        for target, data in files.items():
-            staged[target] = _stage(target, data)
-        for target, staging in staged.items():
-            os.replace(staging, target)
+        with atomic.no_space_as_error(
+            names,
+            next(iter(files)),
+            need,
+            "free space there and rerun (the verified assets are already in place)",
+        ):
+            atomic.write_together(files)
     except OSError as exc:
-        for staging in staged.values():
-            staging.unlink(missing_ok=True)
-        names = ", ".join(t.name for t in files)
-        if exc.errno == errno.ENOSPC:
-            root = next(iter(files)).parent
-            need = sum(len(d) for d in files.values())
-            raise NoSpaceError(
-                f"{root}: no space left to write {names}: need {need} bytes, "
-                f"{shutil.disk_usage(root).free} available; free space there and rerun "
-                "(the verified assets are already in place)"
-            ) from None
         raise FetchError(f"{names}: cannot write them: {exc.strerror or exc}") from None
-    dir_fd = os.open(next(iter(files)).parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def lock_document(assets: list[Asset], sizes: dict[str, int]) -> dict:
@@ -177,7 +148,8 @@ def serve_text(dest: Path, assets: list[Asset]) -> str:
             "manifest and groups before sealing"
         )
     files = [LockedFile(p, sizes[p], "") for p in sorted(wanted)]
-    return consumers.serve_text(Assets(assets, declared_consumers(assets)).consumers(), files)
+    table = Assets(assets, declared_consumers(assets)).consumers()
+    return consumers.serve_text(table, files, hub_layout.serve_records(assets))  # + the Hub's layout
 
 
 def seal(dest: Path, assets: list[Asset]) -> None:
@@ -196,6 +168,7 @@ def seal(dest: Path, assets: list[Asset]) -> None:
         if link.is_symlink() or link.exists():
             raise UsageError(f"{link}: expected a link to {target}, found something else; remove it")
         link.symlink_to(target)
+    _add_to_index(dest, hub_layout.write(dest, assets))  # the Hub's snapshot links, refs and trees
     serve = serve_text(dest, assets).encode()
     serve_path = dest / consumers.SERVE_NAME
     if not serve_path.is_file() or serve_path.read_bytes() != serve:
@@ -204,6 +177,23 @@ def seal(dest: Path, assets: list[Asset]) -> None:
         if not path.is_symlink():
             path.chmod(DIR_MODE if path.is_dir() else FILE_MODE)
     dest.chmod(DIR_MODE)
+
+
+def _add_to_index(dest: Path, extra: dict[str, tuple[int, str]]) -> None:
+    """List files seal writes itself (the Hub's refs and trees) in SHA256SUMS and the lock, both alike.
+
+    ``extra`` maps paths to (size, sha256). Nothing is rewritten when both already list them.
+    """
+    if not extra:
+        return
+    doc = json.loads((dest / LOCK_NAME).read_text(encoding="utf-8"))
+    entries = {e["path"]: e for e in doc["assets"]}
+    entries |= {p: {"name": p, "path": p, "size": size, "sha256": sha} for p, (size, sha) in extra.items()}
+    doc["assets"] = [entries[p] for p in sorted(entries)]
+    sums = "".join(f"{e['sha256']}  {e['path']}\n" for e in doc["assets"]).encode()
+    lock = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+    if (dest / SUMS_NAME).read_bytes() != sums or (dest / LOCK_NAME).read_bytes() != lock:
+        _install_together({dest / SUMS_NAME: sums, dest / LOCK_NAME: lock})
 
 
 def check_seal(dest: Path, assets: list[Asset]) -> list[str]:

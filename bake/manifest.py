@@ -8,18 +8,21 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 from bake import consumers
 from bake.errors import ManifestError
+from bake.hashes import SHA256_HEX
+from bake.hub import schema as hub_schema
 from bake.text import escape, has_control
 
 DEFAULT_MANIFEST = "docker/assets.toml"
 
 _ALLOWED_KEYS = {"name", "path", "sha256", "urls", "size", "groups"}
 _REQUIRED_KEYS = ("name", "path", "sha256", "urls")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Root names bake writes itself, beside the assets.
@@ -60,6 +63,8 @@ class Asset:
     urls: tuple[str, ...]
     size: int | None = None
     groups: tuple[str, ...] = ()
+    # For a [[hub]] blob: the repository files it backs (bake.hub.schema); not part of equality.
+    hub: hub_schema.HubBlob | None = dataclass_field(default=None, compare=False, repr=False)
 
     def canonical_url(self) -> str | None:
         """Return the first ``https://`` URL, the one consumers derive cache names from."""
@@ -226,7 +231,7 @@ def parse_asset(
             f"{where}: name {name!r} must be a non-empty string of letters, digits, '.', '_' or '-'"
         )
     sha = raw["sha256"]
-    if not isinstance(sha, str) or not _HEX64.match(sha.lower()):
+    if not isinstance(sha, str) or not SHA256_HEX.match(sha.lower()):
         raise ManifestError(
             f"{where}: sha256 must be 64 hex characters, got {sha!r}"
             + (f" ({len(sha)} characters)" if isinstance(sha, str) else "")
@@ -315,20 +320,23 @@ def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = 
     Raises ManifestError for any broken rule, naming the asset or consumer.
     """
     data = _load_toml(text, source)
-    extra = sorted(set(data) - {"asset", "consumer"})
+    extra = sorted(set(data) - {"asset", "consumer", "hub"})
     if extra:
         raise ManifestError(
             f"{source}: unknown top-level key(s) {', '.join(extra)}; "
-            "only [[asset]] and [[consumer]] tables are allowed"
+            "only [[asset]], [[consumer]] and [[hub]] tables are allowed"
         )
     declared = [
         consumers.parse_consumer(raw, i) for i, raw in enumerate(_array_of_tables(data, "consumer", source))
     ]
     table = consumers.table(declared)
     raw_assets = _array_of_tables(data, "asset", source)
-    if not raw_assets:
+    hub_entries = hub_schema.parse_entries(data.get("hub"), source)
+    if not raw_assets and not hub_entries:
         raise ManifestError(f"{source}: no [[asset]] tables found; a manifest lists at least one asset")
     assets = [parse_asset(raw, i, allow_http=allow_http, table=table) for i, raw in enumerate(raw_assets)]
+    hub_schema.check_reserved(assets, declared)  # hub/ belongs to [[hub]] entries
+    assets += [Asset(**fields) for fields in hub_schema.blob_fields(hub_entries)]
     for field in ("name", "path"):
         seen: dict[str, str] = {}
         for asset in assets:
@@ -408,7 +416,10 @@ def manifest_digest(assets: Sequence[Asset]) -> str:
         key=lambda e: e["path"],
     )
     declared = sorted((c.declaration() for c in declared_consumers(assets)), key=lambda d: d["name"])
-    doc = {"assets": entries, "consumers": declared} if declared else entries
+    hub = hub_schema.digest_records(assets)
+    extras = {"consumers": declared} if declared else {}
+    extras |= {"hub": hub} if hub else {}
+    doc = {"assets": entries, **extras} if extras else entries
     canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 

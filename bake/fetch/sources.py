@@ -6,14 +6,11 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from bake.errors import DownloadError, ManifestError, UsageError
+from bake.fetch.options import FetchOptions
 from bake.manifest import SCHEMES, Asset, check_url, redact_url
-
-if TYPE_CHECKING:
-    from bake.fetch import FetchOptions
 
 
 def parse_mirrors(specs: Iterable[str]) -> tuple[tuple[str, str], ...]:
@@ -66,7 +63,8 @@ def candidate_urls(asset: Asset, options: FetchOptions) -> list[str]:
                     where=f"asset {asset.name!r} (mirror {prefix}={redact_url(replacement)})",
                 )
                 rewritten.append(new)
-        if not options.no_origin:
+        # Under --no-origin, HF_ENDPOINT counts as a rewrite: an hf:// URL then never reaches the Hub.
+        if not options.no_origin or (url.startswith("hf://") and os.environ.get("HF_ENDPOINT")):
             check_url(url, allow_http=options.allow_http, where=f"asset {asset.name!r}")
             originals.append(url)
     urls = list(dict.fromkeys(rewritten + originals))
