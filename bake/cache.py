@@ -7,18 +7,18 @@ import fcntl
 import json
 import logging
 import os
-import re
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bake import atomic
 from bake.errors import FetchError
+from bake.hashes import SHA256_HEX
+from bake.units import MIB
 
 log = logging.getLogger(__name__)
 
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 STATE_VERSION = 1
 
 
@@ -35,7 +35,7 @@ class PartialState:
     size: int | None = None
     url: str | None = None
     etag: str | None = None
-    done: list[tuple[int, int]] = field(default_factory=list)
+    done: list[tuple[int, int]] = field(default_factory=list)  # byte ranges written ("done" in the file)
 
 
 class Cache:
@@ -112,8 +112,6 @@ class Cache:
         No fsync: the file only has to survive a killed process, whose page cache
         the kernel keeps. After a power loss the final hash catches any lie.
         """
-        path = self.state_path(sha256)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         doc = {
             "version": STATE_VERSION,
             "size": state.size,
@@ -121,12 +119,7 @@ class Cache:
             "etag": state.etag,
             "done": [list(r) for r in state.done],
         }
-        try:
-            tmp.write_text(json.dumps(doc), encoding="utf-8")
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)  # a full disk leaves no torn temporary behind
-            raise
+        atomic.write_file(self.state_path(sha256), json.dumps(doc).encode(), durable=False)
 
     def discard_partial(self, sha256: str) -> None:
         """Remove a partial and its progress file."""
@@ -182,7 +175,7 @@ class PruneResult:
     def __str__(self) -> str:
         busy = f", {len(self.busy)} in use and left alone" if self.busy else ""
         return (
-            f"cache prune removed {len(self.removed)} file(s), freed {self.bytes_freed / 2**20:.1f} MiB, "
+            f"cache prune removed {len(self.removed)} file(s), freed {self.bytes_freed / MIB:.1f} MiB, "
             f"kept {self.objects_kept} verified object(s){busy}"
         )
 
@@ -203,7 +196,7 @@ def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneR
     for sub in ("objects", "partial"):
         with contextlib.suppress(FileNotFoundError):
             shas.update(p.name.split(".")[0] for p in (cache.root / sub).iterdir())
-    for sha in sorted(s for s in shas if _HEX64.match(s)):
+    for sha in sorted(s for s in shas if SHA256_HEX.match(s)):
         try:
             fd = _acquire(cache.lock_path(sha), fcntl.LOCK_EX, None)
         except BlockingIOError:
@@ -232,9 +225,9 @@ def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneR
         finally:
             if fd is not None:
                 os.close(fd)
-    # Progress-file temporaries left by a killed fetch.
+    # Progress-file staging files left by a killed fetch.
     with contextlib.suppress(FileNotFoundError):
-        for stray in (cache.root / "partial").glob("*.tmp"):
+        for stray in (cache.root / "partial").glob(f".*{atomic.STAGING_MARK}*"):
             st = stray.stat()
             if st.st_mtime < cutoff:
                 stray.unlink()

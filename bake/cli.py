@@ -151,7 +151,8 @@ def _selected(args: argparse.Namespace) -> list[manifest.Asset]:
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
-    from bake import cache, fetch, progress
+    from bake import cache, fetch
+    from bake.fetch import progress
 
     assets = _selected(args)
     mirror_specs = os.environ.get("BAKE_MIRRORS", "").split() + args.mirror

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from bake.errors import FetchError, NoSpaceError, UsageError, VerifyError
+from bake import atomic
+from bake.errors import FetchError, UsageError, VerifyError
 from bake.hashes import sha256_file
 from bake.manifest import Asset, manifest_digest
 
@@ -30,51 +28,24 @@ class LockedFile:
     sha256: str
 
 
-def _stage(target: Path, data: bytes) -> Path:
-    """Write ``data`` to a staging file next to ``target``, fsynced; return its path."""
-    fd, staging = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".bake-tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(staging, 0o644)
-    except BaseException:
-        Path(staging).unlink(missing_ok=True)
-        raise
-    return Path(staging)
-
-
 def _install_together(files: dict[Path, bytes]) -> None:
     """Stage every file, and only when all are on disk rename them into place and fsync the directory.
 
     Either every target is replaced or none is. Raises NoSpaceError when the
     disk is full, FetchError for any other write failure.
     """
-    staged: dict[Path, Path] = {}
+    names = ", ".join(t.name for t in files)
+    need = sum(len(d) for d in files.values())
     try:
-        for target, data in files.items():
-            staged[target] = _stage(target, data)
-        for target, staging in staged.items():
-            os.replace(staging, target)
+        with atomic.no_space_as_error(
+            names,
+            next(iter(files)),
+            need,
+            "free space there and rerun (the verified assets are already in place)",
+        ):
+            atomic.write_together(files)
     except OSError as exc:
-        for staging in staged.values():
-            staging.unlink(missing_ok=True)
-        names = ", ".join(t.name for t in files)
-        if exc.errno == errno.ENOSPC:
-            root = next(iter(files)).parent
-            need = sum(len(d) for d in files.values())
-            raise NoSpaceError(
-                f"{root}: no space left to write {names}: need {need} bytes, "
-                f"{shutil.disk_usage(root).free} available; free space there and rerun "
-                "(the verified assets are already in place)"
-            ) from None
         raise FetchError(f"{names}: cannot write them: {exc.strerror or exc}") from None
-    dir_fd = os.open(next(iter(files)).parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def lock_document(assets: list[Asset], sizes: dict[str, int]) -> dict:

@@ -11,12 +11,13 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 from bake.errors import ManifestError
+from bake.hashes import SHA256_HEX
 
 DEFAULT_MANIFEST = "docker/assets.toml"
 
 _ALLOWED_KEYS = {"name", "path", "sha256", "urls", "size", "groups"}
 _REQUIRED_KEYS = ("name", "path", "sha256", "urls")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 SCHEMES = ("https", "http", "file", "hf")
@@ -158,7 +159,7 @@ def parse_asset(raw: object, index: int, *, allow_http: bool = False) -> Asset:
             f"{where}: name {name!r} must be a non-empty string of letters, digits, '.', '_' or '-'"
         )
     sha = raw["sha256"]
-    if not isinstance(sha, str) or not _HEX64.match(sha.lower()):
+    if not isinstance(sha, str) or not SHA256_HEX.match(sha.lower()):
         raise ManifestError(
             f"{where}: sha256 must be 64 hex characters, got {sha!r}"
             + (f" ({len(sha)} characters)" if isinstance(sha, str) else "")

@@ -23,8 +23,8 @@ import pytest
 from bake import fetch
 from bake.errors import ManifestError, UsageError
 from bake.fetch import FetchFailed, FetchOptions, candidate_urls, fetch_assets, parse_mirrors
+from bake.fetch.progress import Progress
 from bake.manifest import Asset
-from bake.progress import Progress
 from tests.mirror import (
     Mirror,
     bad_range,

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from bake.fetch import FetchRecord
+from bake.fetch.progress import LogProgress, Progress, TqdmProgress, make_progress, ready_line
 from bake.manifest import Asset
-from bake.progress import LogProgress, Progress, TqdmProgress, make_progress, ready_line
 
 MIB = 1 << 20
 ASSET = Asset("vocab", "tiktoken/x", "0" * 64, ("https://example/x",), 100 * MIB)

@@ -1,4 +1,8 @@
-"""HTTP(S) for fetches: TLS, proxies, keep-alive, redirects, status errors, Content-Range and Retry-After."""
+"""HTTP(S) for fetches: TLS, proxies, keep-alive, redirects, status errors, Content-Range and Retry-After.
+
+A client knows nothing of jobs or files: it takes its timeouts, the way to
+register its connection with a transfer, and a request counter as arguments.
+"""
 
 from __future__ import annotations
 
@@ -10,18 +14,17 @@ import re
 import ssl
 import time
 import urllib.request
+from collections.abc import Callable
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import unquote, urljoin, urlsplit
 
 from bake import __version__
 from bake.errors import DownloadError, ManifestError, UsageError
+from bake.fetch.failures import Aborted
+from bake.fetch.options import FetchOptions
+from bake.fetch.sources import Source, origin_of
 from bake.manifest import check_url, redact_url
-from bake.segments import Aborted, Transfer
-from bake.sources import Source, origin_of
-
-if TYPE_CHECKING:
-    from bake.fetch import FetchOptions, _Job
 
 RETRY_AFTER_CAP = 120.0  # a server may ask for a pause, not for the whole build
 MAX_REDIRECTS = 10
@@ -39,6 +42,24 @@ class _HttpStatus(DownloadError):
         self.retry_after = retry_after
 
 
+class Timeouts(Protocol):
+    """How long a socket may wait, and the error for one that waited too long (a Clock is one)."""
+
+    def io_timeout(self) -> float: ...
+
+    def stall_error(self, doing: str) -> DownloadError: ...
+
+
+class ConnectionSet(Protocol):
+    """Where a client registers its connection, so that a failing transfer can cut it (a Transfer is one)."""
+
+    def add_connection(self, conn: http.client.HTTPConnection) -> None: ...
+
+    def drop_connection(self, conn: http.client.HTTPConnection) -> None: ...
+
+    def aborted(self) -> bool: ...
+
+
 def make_ssl_context(options: FetchOptions) -> ssl.SSLContext:
     cafile = options.ca_bundle or os.environ.get("SSL_CERT_FILE") or None
     try:
@@ -50,7 +71,8 @@ def make_ssl_context(options: FetchOptions) -> ssl.SSLContext:
         ) from None
 
 
-def _retry_after(value: str | None) -> float | None:
+def retry_after_seconds(value: str | None) -> float | None:
+    """Return a Retry-After wait (in seconds or as an HTTP date) in seconds, capped; None if unusable."""
     if not value:
         return None
     try:
@@ -64,11 +86,38 @@ def _retry_after(value: str | None) -> float | None:
 
 
 def parse_content_range(value: str | None) -> tuple[int | None, int | None, int | None]:
+    """Return (first, last, total) of a Content-Range header; None for a part absent, ``*`` or unparsable."""
     match = _CONTENT_RANGE.match(value or "")
     if not match:
         return None, None, None
     first, last, total = match.groups()
     return (int(first) if first else None, int(last) if last else None, None if total == "*" else int(total))
+
+
+def check_content_range(
+    resp: http.client.HTTPResponse, url: str, start: int, end: int | None, total: int | None
+) -> int:
+    """Check that ``resp`` is a 206 for bytes ``start``..``end - 1`` of ``total`` bytes. Returns the size.
+
+    ``end`` None asks for the rest of the file, and a server may end any range
+    at the file's end; ``total`` None accepts any size. Raises a retryable
+    DownloadError otherwise.
+    """
+    header = resp.getheader("Content-Range")
+    first, last, size = parse_content_range(header)
+    expected_last = None if size is None else min(end or size, size) - 1
+    right_size = size is not None and (total is None or size == total)
+    if resp.status == 206 and first == start and right_size and last == expected_last:
+        return size
+    asked = f"{start}-{'' if end is None else end - 1}"
+    expected = (
+        f"{start}-{'' if expected_last is None else expected_last}/{'<size>' if total is None else total}"
+    )
+    raise DownloadError(
+        f"{redact_url(url)} answered Range bytes={asked} with HTTP {resp.status} "
+        f"and Content-Range {header!r}; expected 206 bytes {expected}",
+        retryable=True,
+    )
 
 
 def describe_error(exc: BaseException) -> str:
@@ -79,17 +128,27 @@ def describe_error(exc: BaseException) -> str:
 class HttpClient:
     """One connection's worth of HTTP: keep-alive per origin, proxies, redirects, status mapping."""
 
-    def __init__(self, job: _Job, transfer: Transfer) -> None:
-        self.job = job
-        self.transfer = transfer
+    def __init__(
+        self,
+        *,
+        timeouts: Timeouts,
+        connections: ConnectionSet,
+        ssl_context: Callable[[], ssl.SSLContext],
+        allow_http: bool,
+        on_request: Callable[[], None],
+    ) -> None:
+        self.timeouts = timeouts
+        self.connections = connections
+        self.ssl_context = ssl_context
+        self.allow_http = allow_http
+        self.on_request = on_request
         self.conn: http.client.HTTPConnection | None = None
         self.key: tuple | None = None
         self.proxy_headers: dict[str, str] | None = None  # set when plain http goes through a proxy
 
     def close(self) -> None:
         if self.conn is not None:
-            with self.transfer.lock:
-                self.transfer.conns.discard(self.conn)
+            self.connections.drop_connection(self.conn)
             self.conn.close()
             self.conn = None
 
@@ -107,7 +166,7 @@ class HttpClient:
         """
         for _ in range(MAX_REDIRECTS + 1):
             try:  # a manifest URL, or a Location header: either may be malformed
-                check_url(url, allow_http=self.job.options.allow_http, where="redirect target")
+                check_url(url, allow_http=self.allow_http, where="redirect target")
             except ManifestError as exc:
                 raise DownloadError(str(exc), retryable=False) from None
             if urlsplit(url).scheme.lower() not in ("http", "https"):
@@ -167,12 +226,11 @@ class HttpClient:
             self.close()
             self.conn = self._connect(parts)
             self.key = origin_of(url)
-            with self.transfer.lock:
-                self.transfer.conns.add(self.conn)
-        if self.transfer.abort.is_set():
+            self.connections.add_connection(self.conn)
+        if self.connections.aborted():
             raise Aborted()
         conn = self.conn
-        timeout = self.job.io_timeout()
+        timeout = self.timeouts.io_timeout()
         conn.timeout = timeout
         self.set_timeout(timeout)
         if self.proxy_headers is not None:
@@ -192,7 +250,7 @@ class HttpClient:
             ) from None
         except TimeoutError:
             self.close()
-            raise self.job.stall_error(f"waiting for {parts.hostname} to answer") from None
+            raise self.timeouts.stall_error(f"waiting for {parts.hostname} to answer") from None
         except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
             self.close()
             raise
@@ -200,34 +258,31 @@ class HttpClient:
             self.close()
             shown = redact_url(url)
             raise DownloadError(f"cannot get {shown}: {describe_error(exc)}", retryable=True) from None
-        with self.job.lock:
-            self.job.requests += 1
+        self.on_request()
         return resp
 
     def _connect(self, parts) -> http.client.HTTPConnection:
         host = parts.hostname
         scheme = parts.scheme.lower()
         port = parts.port or (443 if scheme == "https" else 80)
-        timeout = self.job.io_timeout()
-        proxy = _proxy_for(scheme, host)
+        timeout = self.timeouts.io_timeout()
+        proxy = proxy_for(scheme, host)
         self.proxy_headers = None
         if scheme == "https":
             if proxy:
                 conn = http.client.HTTPSConnection(
-                    proxy[0], proxy[1], timeout=timeout, context=self.job.net.ssl_context()
+                    proxy[0], proxy[1], timeout=timeout, context=self.ssl_context()
                 )
                 conn.set_tunnel(host, port, headers=proxy[2])
                 return conn
-            return http.client.HTTPSConnection(
-                host, port, timeout=timeout, context=self.job.net.ssl_context()
-            )
+            return http.client.HTTPSConnection(host, port, timeout=timeout, context=self.ssl_context())
         if proxy:
             self.proxy_headers = proxy[2]
             return http.client.HTTPConnection(proxy[0], proxy[1], timeout=timeout)
         return http.client.HTTPConnection(host, port, timeout=timeout)
 
 
-def _proxy_for(scheme: str, host: str) -> tuple[str, int, dict[str, str]] | None:
+def proxy_for(scheme: str, host: str) -> tuple[str, int, dict[str, str]] | None:
     """The proxy for ``scheme`` from HTTPS_PROXY/HTTP_PROXY, unless NO_PROXY exempts ``host`` (as urllib)."""
     proxy = urllib.request.getproxies().get(scheme)
     if not proxy or urllib.request.proxy_bypass(host):
@@ -257,5 +312,5 @@ def _status_error(resp: http.client.HTTPResponse, url: str) -> _HttpStatus:
         f"HTTP {status} {resp.reason} from {redact_url(url)}: {hint}",
         status=status,
         retryable=retryable,
-        retry_after=_retry_after(resp.getheader("Retry-After")),
+        retry_after=retry_after_seconds(resp.getheader("Retry-After")),
     )

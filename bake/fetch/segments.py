@@ -1,41 +1,26 @@
-"""Segmented transfers: byte ranges done and to do, claims connections fill and split, the prefix hash."""
+"""Range bookkeeping for segmented transfers: byte ranges on disk, claims in flight, and the piece queue.
+
+Nothing here does I/O; the queue's callers hand in the lock that guards it.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import http.client
-import os
-import socket
 import threading
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-from bake.errors import DownloadError
+from bake.units import MIB
 
-if TYPE_CHECKING:
-    from bake.fetch import _Job
-
-MIB = 1 << 20
 READ_BUF = 256 * 1024  # one read from the network, one pwrite
 PROBE = 4 * MIB  # first ranged request when the size is not known yet
 _MIN_PIECE = 1 * MIB
 _MAX_PIECE = 64 * MIB
 _STEAL_MIN = 4 * READ_BUF  # split a busy range only if both halves outlast an in-flight read ...
 _STEAL_AFTER = 0.5  # ... and it would take its connection this many seconds more; else it ends soon anyway
-HASH_BLOCK = 4 * MIB
-
-
-class Changed(DownloadError):
-    """The file behind a source changed (or the partial is inconsistent): start it over."""
-
-
-class Aborted(Exception):
-    """Another thread of the same transfer failed; this one stops quietly."""
 
 
 def piece_size(size: int | None, connections: int) -> int:
+    """Return the bytes one request of a segmented transfer asks for."""
     if size is None:
         return PROBE
     if connections == 1:
@@ -73,12 +58,14 @@ class Ranges:
         self.spans = kept
 
     def prefix(self) -> int:
+        """Return where the contiguous run of bytes from offset 0 ends."""
         return self.spans[0][1] if self.spans and self.spans[0][0] == 0 else 0
 
     def total(self) -> int:
         return sum(b - a for a, b in self.spans)
 
     def holes(self, size: int) -> list[tuple[int, int]]:
+        """Return the ranges of [0, size) not covered, in order."""
         out, pos = [], 0
         for a, b in self.spans:
             if a > pos:
@@ -107,49 +94,31 @@ class Claim:
         return (self.end - self.pos) * elapsed / (self.pos - self.start)
 
 
-LATER = Claim(0, 0)  # claim() answer: nothing to take yet, ask again shortly
+class NotYet:
+    """The answer of ``ClaimQueue.take`` when a range in flight has not shown its rate yet: ask again soon."""
 
 
-class PrefixHasher:
-    """SHA-256 of the file's contiguous completed prefix, read back from the page cache as it grows."""
-
-    def __init__(self) -> None:
-        self.sha = hashlib.sha256()
-        self.pos = 0
-
-    def catch_up(self, fd: int, upto: int, limit: int | None = None) -> None:
-        stop = upto if limit is None else min(upto, self.pos + limit)
-        while self.pos < stop:
-            block = os.pread(fd, min(HASH_BLOCK, stop - self.pos), self.pos)
-            if not block:
-                raise Changed("the partial file is shorter than its progress record; starting it over")
-            self.sha.update(block)
-            self.pos += len(block)
+NOT_YET = NotYet()
 
 
-class Transfer:
-    """One attempt at one source: the ranges still unclaimed, the claims in flight, and how to stop them."""
+class ClaimQueue:
+    """The pieces of one transfer not yet asked for, and the claims in flight that may be split.
 
-    def __init__(self, job: _Job) -> None:
-        self.job = job
-        self.lock = job.lock
-        self.size: int | None = None
+    ``lock`` guards ``unclaimed``, ``active`` and every active claim's ``pos``
+    and ``end``; it is the partial file's lock, because a claim's ``pos`` moves
+    together with the ranges written.
+    """
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.lock = lock
         self.piece = PROBE
-        self.url = ""
-        self.etag: str | None = None
         self.unclaimed: list[tuple[int, int]] = []
         self.active: set[Claim] = set()
-        self.abort = threading.Event()
-        self.finished = threading.Event()
-        self.error: BaseException | None = None
-        self.conns: set[http.client.HTTPConnection] = set()
 
-    def plan(self, size: int, first: Claim, connections: int) -> None:
-        """Queue every hole of the partial except what ``first`` already covers."""
+    def plan(self, holes: list[tuple[int, int]], first: Claim, piece: int) -> None:
+        """Queue every hole except what ``first`` already covers, in pieces of ``piece`` bytes."""
         with self.lock:
-            self.size = size
-            self.piece = piece_size(size, connections)
-            holes = self.job.done.holes(size)
+            self.piece = piece
             self.unclaimed = []
             for a, b in holes:
                 if b <= first.pos or a >= first.end:
@@ -165,15 +134,13 @@ class Transfer:
         with self.lock:
             return sum(-(-(b - a) // self.piece) for a, b in self.unclaimed)
 
-    def claim(self) -> Claim | None:
+    def take(self) -> Claim | NotYet | None:
         """Take the lowest unclaimed piece, else split the slowest-to-finish range in flight.
 
-        Returns None when there is nothing left worth a new request, LATER
+        Returns None when there is nothing left worth a new request, NOT_YET
         when a range in flight has not shown its rate yet.
         """
         with self.lock:
-            if self.abort.is_set():
-                return None
             if self.unclaimed:
                 a, b = self.unclaimed[0]
                 end = min(b, a + self.piece)
@@ -188,7 +155,7 @@ class Transfer:
                     return None
                 left = victim.seconds_left()
                 if left is None:
-                    return LATER
+                    return NOT_YET
                 if left < _STEAL_AFTER:
                     return None
                 mid = victim.pos + (victim.end - victim.pos) // 2
@@ -197,19 +164,10 @@ class Transfer:
             self.active.add(claim)
             return claim
 
+    def add(self, claim: Claim) -> None:
+        with self.lock:
+            self.active.add(claim)
+
     def release(self, claim: Claim) -> None:
         with self.lock:
             self.active.discard(claim)
-
-    def fail(self, exc: BaseException) -> None:
-        """Record the first real error and stop every connection of this transfer."""
-        with self.lock:
-            if self.error is None and not isinstance(exc, Aborted):
-                self.error = exc
-            conns = list(self.conns)
-        self.abort.set()
-        for conn in conns:
-            sock = conn.sock
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)

@@ -6,14 +6,11 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from bake.errors import DownloadError, ManifestError, UsageError
+from bake.fetch.options import FetchOptions
 from bake.manifest import SCHEMES, Asset, check_url, redact_url
-
-if TYPE_CHECKING:
-    from bake.fetch import FetchOptions
 
 
 def parse_mirrors(specs: Iterable[str]) -> tuple[tuple[str, str], ...]:

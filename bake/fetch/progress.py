@@ -5,13 +5,15 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
+from bake.units import MIB
+
 if TYPE_CHECKING:
-    from bake.fetch import FetchRecord
+    from bake.fetch.options import FetchRecord
     from bake.manifest import Asset
 
-MIB = 1 << 20
 LOG_EVERY = 5.0
 
 
@@ -47,6 +49,16 @@ def failed_line(asset: Asset, error: BaseException) -> str:
     return f"{asset.name}: failed: {first}"
 
 
+@dataclass
+class _Tally:
+    """One asset's bytes so far, and the time and count at its last progress line."""
+
+    total: int | None
+    received: int = 0
+    line_time: float = 0.0
+    line_received: int = 0
+
+
 class LogProgress(Progress):
     """Writes ``name: X/Y MiB, R MiB/s, ETA S s`` every ``every`` seconds per asset, and a final line."""
 
@@ -56,28 +68,28 @@ class LogProgress(Progress):
         self.stream = stream
         self.every = every
         self.clock = clock
-        self._lock = threading.Lock()
-        self._state: dict[str, list] = {}  # name -> [total, done, last_time, done_at_last_line]
+        self._lock = threading.Lock()  # guards _assets; lines from several threads are written whole
+        self._assets: dict[str, _Tally] = {}
 
     def start(self, asset: Asset, total: int | None) -> None:
         with self._lock:
-            self._state[asset.name] = [total, 0, self.clock(), 0]
+            self._assets[asset.name] = _Tally(total, line_time=self.clock())
 
     def advance(self, asset: Asset, nbytes: int) -> None:
         with self._lock:
-            st = self._state.get(asset.name)
-            if st is None:
+            tally = self._assets.get(asset.name)
+            if tally is None:
                 return
-            st[1] += nbytes
+            tally.received += nbytes
             now = self.clock()
-            if now - st[2] < self.every:
+            if now - tally.line_time < self.every:
                 return
-            total, done, last, done_before = st
-            rate = (done - done_before) / (now - last)
-            st[2], st[3] = now, done
-            line = f"{asset.name}: {done / MIB:.1f}"
+            received, total = tally.received, tally.total
+            rate = (received - tally.line_received) / (now - tally.line_time)
+            tally.line_time, tally.line_received = now, received
+            line = f"{asset.name}: {received / MIB:.1f}"
             if total:
-                eta = f"{(total - done) / rate:.0f} s" if rate > 0 else "unknown"
+                eta = f"{(total - received) / rate:.0f} s" if rate > 0 else "unknown"
                 line += f"/{total / MIB:.1f} MiB, {rate / MIB:.1f} MiB/s, ETA {eta}"
             else:
                 line += f" MiB, {rate / MIB:.1f} MiB/s"
@@ -85,12 +97,12 @@ class LogProgress(Progress):
 
     def done(self, record: FetchRecord) -> None:
         with self._lock:
-            self._state.pop(record.name, None)
+            self._assets.pop(record.name, None)
             self._write(ready_line(record))
 
     def failed(self, asset: Asset, error: BaseException) -> None:
         with self._lock:
-            self._state.pop(asset.name, None)
+            self._assets.pop(asset.name, None)
             self._write(failed_line(asset, error))
 
     def _write(self, line: str) -> None:

@@ -1,0 +1,283 @@
+"""One try at an HTTP source: a ranged probe, its status and Content-Range checked, then the transfer.
+
+The probe asks for the first hole of the partial. A 206 is checked against
+the partial's saved size and ETag and becomes a segmented transfer; a 200 is
+the whole file over one stream; a 416 means the file changed (or is empty).
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bake.cache import PartialState
+from bake.errors import DownloadError
+from bake.fetch.clock import Clock
+from bake.fetch.failures import Aborted, Changed, DeadlineExceeded
+from bake.fetch.partial import PartialFile
+from bake.fetch.segments import PROBE, Claim, piece_size
+from bake.fetch.session import Session
+from bake.fetch.sources import Source
+from bake.fetch.transfer import Reader, Transfer
+from bake.fetch.transport import HttpClient, check_content_range, describe_error, parse_content_range
+from bake.manifest import Asset, redact_url
+
+log = logging.getLogger(__name__)
+
+
+def check_size(asset: Asset, url: str, total: int, *, retryable: bool = True) -> None:
+    """Raise DownloadError when a source's size differs from the manifest's."""
+    if asset.size is not None and total != asset.size:
+        raise DownloadError(
+            f"{redact_url(url)} serves {total} bytes; the manifest says {asset.size}", retryable=retryable
+        )
+
+
+@dataclass(frozen=True)
+class AttemptHooks:
+    """What an attempt tells its job: attempts, the transfer begun, bytes written, requests, ETag splits."""
+
+    count_attempt: Callable[[], None]
+    begin: Callable[[int | None], None]
+    advance: Callable[[int], None]
+    count_request: Callable[[], None]
+    etag_split: Callable[[], None]
+
+
+class HttpAttempt:
+    """One GET series against one source, over up to ``connections`` connections."""
+
+    def __init__(
+        self,
+        source: Source,
+        asset: Asset,
+        partial: PartialFile,
+        clock: Clock,
+        session: Session,
+        hooks: AttemptHooks,
+        connections: int,
+    ) -> None:
+        self.source = source
+        self.asset = asset
+        self.partial = partial
+        self.clock = clock
+        self.session = session
+        self.hooks = hooks
+        self.connections = connections
+        self.unsized = False  # the body had no length to check, so an early close looked like its end
+
+    def client(self, transfer: Transfer) -> HttpClient:
+        return HttpClient(
+            timeouts=self.clock,
+            connections=transfer,
+            ssl_context=self.session.ssl_context,
+            allow_http=self.session.options.allow_http,
+            on_request=self.hooks.count_request,
+        )
+
+    def run(self) -> None:
+        """Probe with a ranged GET, then fill the holes. Raises DownloadError (or Changed) on failure."""
+        partial = self.partial
+        size = partial.state.size if partial.state.size is not None else self.asset.size
+        with partial.lock:
+            holes = partial.written.holes(size) if size is not None else [(partial.written.prefix(), None)]
+        if not holes:
+            partial.state.size = size  # an empty file, or a partial complete before its size was saved
+            return  # every byte is on disk already; verifying decides
+        start, hole_end = holes[0]
+        if self.connections == 1:
+            probe_end = hole_end
+        else:
+            probe_end = min(hole_end or start + PROBE, start + piece_size(size, self.connections))
+        transfer = Transfer(partial, self.hooks.advance)
+        self.session.register(transfer)
+        client = self.client(transfer)
+        watchdog = self._watchdog(transfer)
+        try:
+            self.hooks.count_attempt()
+            resp = self._probe(transfer, client, start, probe_end, size)
+            if resp is not None:
+                self._transfer(transfer, client, resp, start, probe_end)
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+            client.close()
+            self.session.unregister(transfer)
+
+    def _probe(
+        self, transfer: Transfer, client: HttpClient, start: int, probe_end: int | None, size: int | None
+    ) -> http.client.HTTPResponse | None:
+        """Send the first request. Returns its response, or None when a 416 showed an empty file."""
+        state = self.partial.state
+        last = "" if probe_end is None or probe_end == size else str(probe_end - 1)
+        headers = {"Range": f"bytes={start}-{last}"}
+        if start and state.etag and state.url == self.source.url and not state.etag.startswith("W/"):
+            headers["If-Range"] = state.etag
+        try:
+            resp, transfer.url = client.request(self.source, self.source.http_url, headers)
+        except Aborted:
+            raise transfer.error from None  # the watchdog or Ctrl-C cut the connection
+        if resp.status != 416:
+            return resp
+        client.close()
+        total = parse_content_range(resp.getheader("Content-Range"))[2]
+        if total == 0 and start == 0:
+            check_size(self.asset, self.source.url, 0)
+            self.partial.state = PartialState(size=0, url=self.source.url, etag=resp.getheader("ETag"))
+            return None
+        raise Changed(
+            f"{redact_url(self.source.url)} cannot serve bytes from {start} (HTTP 416, size {total}); "
+            "the file changed, starting over"
+        )
+
+    def _transfer(
+        self,
+        transfer: Transfer,
+        client: HttpClient,
+        resp: http.client.HTTPResponse,
+        start: int,
+        probe_end: int | None,
+    ) -> None:
+        """Turn the probe's answer into a transfer: a 206 over several connections, a 200 over one."""
+        etag = resp.getheader("ETag")
+        if resp.status == 206:
+            total = check_content_range(resp, self.source.url, start, probe_end, None)
+            self._check_resume(total, etag)
+            # A server may end the range early, at the file's end.
+            claim = Claim(start, min(probe_end or total, total))
+        else:
+            total = self._whole_file(resp)
+            claim = Claim(0, total)
+        self.partial.state = PartialState(size=total, url=self.source.url, etag=etag)
+        transfer.etag = etag
+        self.hooks.begin(total)
+        if total is not None:
+            self.partial.preallocate(total)
+        reader = self.reader(client, resp)
+        if resp.status != 206:
+            transfer.single(total, claim)
+            transfer.run(claim, reader)
+            return
+        transfer.plan(total, claim, self.connections)
+        transfer.run(
+            claim,
+            reader,
+            connection=HttpPieces(self, transfer, client, resp),
+            open_connection=lambda: HttpPieces(self, transfer, self.client(transfer), None),
+            helpers=self.connections - 1,
+        )
+
+    def _check_resume(self, total: int, etag: str | None) -> None:
+        """A 206 for a partial with bytes: refuse when the size or the ETag says the file changed."""
+        check_size(self.asset, self.source.url, total)
+        with self.partial.lock:
+            if not self.partial.written.spans:
+                return  # nothing on disk to protect
+        state = self.partial.state
+        shown = redact_url(self.source.url)
+        if state.size is not None and total != state.size:
+            raise Changed(
+                f"{shown} now serves {total} bytes, the partial was for {state.size}; starting over"
+            )
+        if state.url == self.source.url and state.etag and etag and etag != state.etag:
+            raise Changed(f"{shown} changed (ETag {state.etag} -> {etag}); starting over")
+
+    def _whole_file(self, resp: http.client.HTTPResponse) -> int | None:
+        """A 200: the whole file over one stream, from zero. Returns its size when known."""
+        total = resp.length  # None when chunked or close-delimited
+        if total is not None:
+            check_size(self.asset, self.source.url, total)
+        else:
+            total = self.asset.size  # then an early EOF reads as truncation, not as the end
+            self.unsized = total is None
+        if self.partial.written_total():
+            log.info(
+                "%s: %s answered the resume with the whole file; starting from zero",
+                self.asset.name,
+                redact_url(self.source.url),
+            )
+            self.partial.discard()
+        return total
+
+    def _watchdog(self, transfer: Transfer) -> threading.Timer | None:
+        """Cut the transfer when the deadline passes: socket timeouts bound each recv, not a read.
+
+        A server that trickles bytes just faster than the stall timeout keeps
+        one buffered read (or one header line) going far past the deadline.
+        """
+        left = self.clock.remaining()
+        if left is None:
+            return None
+        timer = threading.Timer(
+            max(0.0, left), transfer.fail, args=(self.clock.deadline_error("transferring"),)
+        )
+        timer.daemon = True
+        timer.start()
+        return timer
+
+    def reader(self, client: HttpClient, resp: http.client.HTTPResponse) -> Reader:
+        def read(view: memoryview) -> int:
+            client.set_timeout(self.clock.io_timeout())
+            try:
+                return resp.readinto(view)
+            except TimeoutError:
+                raise self.clock.stall_error("reading the body") from None
+            except (OSError, http.client.HTTPException) as exc:
+                raise DownloadError(f"connection broke: {describe_error(exc)}", retryable=True) from None
+
+        return read
+
+
+class HttpPieces:
+    """One connection of a segmented transfer: asks for one claimed range after another."""
+
+    def __init__(
+        self,
+        attempt: HttpAttempt,
+        transfer: Transfer,
+        client: HttpClient,
+        response: http.client.HTTPResponse | None,
+    ) -> None:
+        self.attempt = attempt
+        self.transfer = transfer
+        self.client = client
+        self.response = response  # the body being read, if any
+
+    def fetch(self, claim: Claim) -> Reader:
+        with self.transfer.lock:
+            start, end = claim.pos, claim.end
+        transfer = self.transfer
+        try:
+            resp, _ = self.client.request(
+                self.attempt.source, transfer.url, {"Range": f"bytes={start}-{end - 1}"}
+            )
+        except DownloadError as exc:
+            # The probe worked, so a refusal now is more likely an expired redirect than a missing file:
+            # let the next attempt start over from the source URL.
+            exc.retryable = exc.retryable or not isinstance(exc, DeadlineExceeded)
+            raise
+        self.response = resp
+        try:
+            check_content_range(resp, transfer.url, start, end, transfer.size)
+        except DownloadError:
+            self.client.close()
+            raise
+        etag = resp.getheader("ETag")
+        if transfer.etag and etag and etag != transfer.etag:
+            self.client.close()
+            self.attempt.hooks.etag_split()
+            raise Changed(
+                f"{redact_url(self.attempt.source.url)} changed during the download "
+                f"(ETag {transfer.etag} -> {etag}); starting over"
+            )
+        return self.attempt.reader(self.client, resp)
+
+    def end_piece(self) -> None:
+        if self.response is not None and not self.response.isclosed():
+            self.client.close()  # a stolen tail left bytes unread
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,27 @@
+"""How an attempt stops early: the exceptions that steer retries and cancellation inside the fetch engine."""
+
+from __future__ import annotations
+
+from bake.errors import DownloadError
+
+
+class Changed(DownloadError):
+    """The file behind a source changed (or the partial is inconsistent): start it over."""
+
+
+class Aborted(Exception):
+    """Another thread of the same transfer failed; this one stops quietly."""
+
+
+class DeadlineExceeded(DownloadError):
+    """The asset's wall-clock deadline passed; no further source is tried."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
+class Cancelled(Exception):
+    """The run was interrupted (Ctrl-C); partials stay in the cache."""
+
+
+NO_SPACE_ADVICE = "free some space, or point --dest / --cache-dir at a larger filesystem"

@@ -1,0 +1,107 @@
+"""Putting a verified cache object at its destination: a staging file next to the target, fsync, rename.
+
+Same filesystem: a hard link, which costs no copy. Otherwise an in-kernel copy.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import stat
+from pathlib import Path, PurePosixPath
+
+from bake import atomic
+from bake.errors import FetchError
+from bake.fetch.failures import NO_SPACE_ADVICE
+from bake.hashes import file_matches
+from bake.manifest import Asset
+
+log = logging.getLogger(__name__)
+
+_NO_LINK = (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.EACCES)  # then copy
+
+
+def target_path(dest: Path, asset: Asset) -> Path:
+    """Return the asset's path under ``dest``, its directory made; refuses one a symlink carries outside."""
+    target = dest.joinpath(*PurePosixPath(asset.path).parts)
+    root = os.path.realpath(dest)
+    parent = os.path.realpath(target.parent)
+    if parent != root and not parent.startswith(root + os.sep):
+        raise FetchError(
+            f"asset {asset.name!r}: {target} would land in {parent}, outside --dest {root}, "
+            "through a symlink; remove that link from the destination"
+        )
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FetchError(
+            f"asset {asset.name!r}: cannot create {target.parent}: {exc.strerror or exc}; check --dest"
+        ) from None
+    return target
+
+
+def already_installed(target: Path, asset: Asset) -> bool:
+    """Return whether ``target`` is a regular file with the asset's size and sha256; log why not."""
+    try:
+        st = target.lstat()
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        log.warning("%s: %s is not a regular file; replacing it", asset.name, target)
+        return False
+    if asset.size is not None and st.st_size != asset.size:
+        log.warning(
+            "%s: %s has %d bytes, expected %d; replacing it", asset.name, target, st.st_size, asset.size
+        )
+        return False
+    if file_matches(target, asset.sha256):
+        return True
+    log.warning("%s: %s does not match sha256 %s; replacing it", asset.name, target, asset.sha256)
+    return False
+
+
+def install(obj: Path, target: Path, asset: Asset, *, verify: bool) -> bool:
+    """Put ``obj`` at ``target`` through a staging file next to it: (verify,) fsync, rename, fsync the dir.
+
+    Returns False, leaving nothing behind, when ``verify`` finds a mismatch.
+    Raises NoSpaceError when the disk is full, FetchError for other failures.
+    """
+    atomic.clear_stale_staging(target)
+    try:
+        with (
+            atomic.no_space_as_error(
+                f"asset {asset.name!r}", target, lambda: obj.stat().st_size, NO_SPACE_ADVICE
+            ),
+            atomic.staged(target) as staging,
+        ):
+            _link_or_copy(obj, staging)
+            if verify and not file_matches(staging, asset.sha256):
+                return False
+            atomic.commit(staging, target)
+            return True
+    except OSError as exc:
+        raise FetchError(
+            f"asset {asset.name!r}: cannot install {target}: {exc.strerror or exc}; "
+            "check that --dest is writable and the path is not a directory"
+        ) from None
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+        return
+    except OSError as exc:
+        if exc.errno not in _NO_LINK:
+            raise
+    with open(src, "rb") as fin:
+        size = os.fstat(fin.fileno()).st_size
+        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            if size:
+                os.posix_fallocate(fd, 0, size)  # ENOSPC now, not half-way through
+            offset = 0
+            while offset < size:  # in-kernel copy
+                offset += os.sendfile(fd, fin.fileno(), offset, size - offset)
+        finally:
+            os.close(fd)

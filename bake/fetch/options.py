@@ -1,0 +1,66 @@
+"""What a fetch is asked to do and what it reports: options, one record per asset, the failure of a run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from bake.errors import FetchError
+
+# Four connections per asset. A single stream is what a per-connection
+# throttle (the ~2 MiB/s mirror in the brief) caps, so more connections buy
+# near-linear speed; four stays below the six per host that browsers open and
+# servers are sized for, so a public mirror sees a polite client. Raise it with
+# --connections for a mirror you run yourself.
+DEFAULT_CONNECTIONS = 4
+
+
+@dataclass(frozen=True)
+class FetchOptions:
+    """How to fetch: cache, mirrors, network limits and retry budget.
+
+    ``attempts`` bounds the failed attempts in a row, per source, that made no
+    progress; an attempt that added bytes to the partial resets the count, so a
+    slow but moving transfer is bounded by ``deadline`` instead.
+    """
+
+    cache_dir: Path
+    mirrors: tuple[tuple[str, str], ...] = ()
+    no_origin: bool = False
+    connections: int = DEFAULT_CONNECTIONS
+    attempts: int = 5
+    timeout: float = 30.0
+    deadline: float | None = None
+    allow_http: bool = False
+    ca_bundle: str | None = None
+    jobs: int = 4
+
+
+@dataclass(frozen=True)
+class FetchRecord:
+    """One installed asset: where it came from, bytes moved over the network this run, time and attempts."""
+
+    name: str
+    path: str
+    source: str
+    bytes: int
+    size: int
+    seconds: float
+    attempts: int
+    cached: bool
+
+
+class FetchFailed(FetchError):
+    """Some assets could not be fetched; every other asset was installed.
+
+    ``failures`` maps each failed asset's name to its error; ``records`` holds
+    the assets that did land.
+    """
+
+    def __init__(self, failures: dict[str, FetchError], records: list[FetchRecord]) -> None:
+        self.failures = failures
+        self.records = records
+        total = len(failures) + len(records)
+        lines = [f"{len(failures)} of {total} asset(s) could not be fetched:"]
+        lines += [str(err) for err in failures.values()]
+        super().__init__("\n".join(lines))

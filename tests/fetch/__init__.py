@@ -1,0 +1,1 @@
+"""Table tests for the small parts of the fetch engine, one module per module of bake/fetch/."""
