@@ -183,8 +183,10 @@ class PruneResult:
 def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneResult:
     """Remove partials older than ``max_age_days`` and objects whose sha256 is not in ``keep``.
 
-    ``keep=None`` keeps every finished object. Entries locked by a running fetch
-    are skipped. Returns a PruneResult.
+    ``keep=None`` keeps every finished object. A younger partial keeps its bytes
+    but gives back any disk it holds past them (an earlier bake preallocated
+    what a server claimed). Entries locked by a running fetch are skipped.
+    Freed bytes are disk blocks given back. Returns a PruneResult.
     """
     cache = Cache(cache_dir)
     removed: list[Path] = []
@@ -205,8 +207,8 @@ def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneR
         except FileNotFoundError:  # no locks/ directory: nothing can be using it
             fd = None
         try:
-            doomed = []
             obj = cache.object_path(sha)
+            doomed = []
             if obj.exists():
                 if keep is None or sha in keep:
                     kept += 1
@@ -215,11 +217,12 @@ def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneR
             parts = [p for p in (cache.partial_path(sha), cache.state_path(sha)) if p.exists()]
             if parts and max(p.stat().st_mtime for p in parts) < cutoff:
                 doomed.extend(parts)
+            elif parts:
+                freed += _trim_partial(cache, sha)
             for path in doomed:
-                size = path.stat().st_size
+                freed += _disk_used(path)
                 path.unlink()
                 removed.append(path)
-                freed += size
             if fd is not None and not obj.exists() and not cache.partial_path(sha).exists():
                 cache.lock_path(sha).unlink()  # safe: we hold it, and _acquire re-checks the inode
         finally:
@@ -228,10 +231,32 @@ def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneR
     # Progress-file staging files left by a killed fetch.
     with contextlib.suppress(FileNotFoundError):
         for stray in (cache.root / "partial").glob(f".*{atomic.STAGING_MARK}*"):
-            st = stray.stat()
-            if st.st_mtime < cutoff:
+            if stray.stat().st_mtime < cutoff:
+                freed += _disk_used(stray)
                 stray.unlink()
                 removed.append(stray)
-                freed += st.st_size
     log.debug("pruned %s", removed)
     return PruneResult(tuple(removed), freed, kept, tuple(busy))
+
+
+def _disk_used(path: Path) -> int:
+    """The disk a file holds: its blocks, not its length (a partial may be sparse, or preallocated)."""
+    return path.stat().st_blocks * 512
+
+
+def _trim_partial(cache: Cache, sha256: str) -> int:
+    """Give back the disk a kept partial holds past its last recorded byte; returns the bytes freed.
+
+    The caller holds the partial's lock. A partial without a usable progress
+    record cannot be resumed (a fetch would empty it), so it is emptied here.
+    """
+    path = cache.partial_path(sha256)
+    state = cache.load_state(sha256)
+    end = max((e for _, e in state.done), default=0) if state is not None else 0
+    try:
+        before = _disk_used(path)
+        if path.stat().st_size > end:
+            os.truncate(path, end)
+        return max(0, before - _disk_used(path))
+    except FileNotFoundError:
+        return 0

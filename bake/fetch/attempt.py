@@ -154,8 +154,7 @@ class HttpAttempt:
         self.partial.state = PartialState(size=total, url=self.source.url, etag=etag)
         transfer.etag = etag
         self.hooks.begin(total)
-        if total is not None:
-            self.partial.preallocate(total)
+        self.partial.ensure_room(self.asset.size)
         reader = self.reader(client, resp)
         if resp.status != 206:
             transfer.single(total, claim)

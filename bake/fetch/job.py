@@ -261,7 +261,7 @@ class AssetJob:
                 self.partial.discard()
             self.partial.state = PartialState(size=size, url=source.url)
             self._begin(size)
-            self.partial.preallocate(size)
+            self.partial.ensure_room(self.asset.size)
             transfer = Transfer(self.partial, self._advance)
             claim = Claim(0, size)
             transfer.single(size, claim)
