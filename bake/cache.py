@@ -51,9 +51,11 @@ class Cache:
 
     def ensure(self) -> None:
         """Create the cache layout. Raises FetchError if the directory cannot be written."""
+        advice = "point --cache-dir (or XDG_CACHE_HOME) at a filesystem with room"
         try:
-            for sub in ("objects", "partial", "locks"):
-                (self.root / sub).mkdir(parents=True, exist_ok=True)
+            with atomic.no_space_as_error(f"cache directory {self.root}", self.root / "locks", 0, advice):
+                for sub in ("objects", "partial", "locks"):
+                    (self.root / sub).mkdir(parents=True, exist_ok=True)
             if not os.access(self.root, os.W_OK):
                 raise PermissionError(13, "not writable")
         except OSError as exc:

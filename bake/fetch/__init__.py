@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 from bake.cache import Cache
 from bake.errors import FetchError, NoSpaceError, UsageError
+from bake.fetch import install
 from bake.fetch.job import AssetJob
 from bake.fetch.options import DEFAULT_CONNECTIONS, FetchFailed, FetchOptions, FetchRecord
 from bake.fetch.progress import Progress
@@ -70,7 +71,7 @@ def fetch_assets(
     cache = Cache(options.cache_dir)
     cache.ensure()
     dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
+    install.make_dest(dest)
     # The backoff is read from this module at call time, so a test can shorten it here.
     retry = RetryPolicy(options.attempts, backoff_base=BACKOFF_BASE, backoff_cap=BACKOFF_CAP)
     sink = progress or Progress()

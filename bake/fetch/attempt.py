@@ -28,8 +28,17 @@ from bake.manifest import Asset, redact_url
 log = logging.getLogger(__name__)
 
 
+MAX_FILE_SIZE = 2**63 - 1  # the largest offset a file can have (off_t)
+
+
 def check_size(asset: Asset, url: str, total: int, *, retryable: bool = True) -> None:
-    """Raise DownloadError when a source's size differs from the manifest's."""
+    """Raise DownloadError when a source's size differs from the manifest's, or no file can have it."""
+    if total > MAX_FILE_SIZE:
+        raise DownloadError(
+            f"{redact_url(url)} claims {total} bytes, more than any file can hold (2^63 - 1); "
+            "it is broken: use another mirror",
+            retryable=False,
+        )
     if asset.size is not None and total != asset.size:
         raise DownloadError(
             f"{redact_url(url)} serves {total} bytes; the manifest says {asset.size}", retryable=retryable

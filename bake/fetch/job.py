@@ -13,12 +13,13 @@ import os
 import threading
 from pathlib import Path
 
+from bake import atomic
 from bake.cache import Cache, PartialState
 from bake.errors import ChecksumMismatch, DownloadError, FetchError
 from bake.fetch import install
 from bake.fetch.attempt import AttemptHooks, HttpAttempt, check_size
 from bake.fetch.clock import Clock
-from bake.fetch.failures import Changed, DeadlineExceeded
+from bake.fetch.failures import NO_SPACE_ADVICE, Changed, DeadlineExceeded
 from bake.fetch.options import FetchRecord
 from bake.fetch.partial import PartialFile
 from bake.fetch.progress import Progress
@@ -70,7 +71,10 @@ class AssetJob:
 
     def run(self) -> FetchRecord:
         try:
-            record = self._run()
+            try:
+                record = self._run()
+            except OSError as exc:
+                raise os_failure(exc, self.asset, self.cache, self.partial) from None
         except FetchError as exc:
             self.progress.failed(self.asset, exc)
             raise
@@ -266,3 +270,22 @@ class AssetJob:
             claim = Claim(0, size)
             transfer.single(size, claim)
             transfer.run(claim, fin.readinto)
+
+
+def os_failure(exc: OSError, asset: Asset, cache: Cache, partial: PartialFile) -> FetchError:
+    """Name a file the fetch could not create, write or move, and the option that chose its place.
+
+    Every step that can fail this way (the cache's lock, partial and objects, the
+    destination) lands here, so a read-only or full directory is exit 3, not a traceback.
+    """
+    paths = [Path(p) for p in (exc.filename, exc.filename2) if p is not None]
+    where = paths[0] if paths else cache.root
+    subject = f"asset {asset.name!r}"
+    if atomic.is_no_space(exc):
+        need = (asset.size or 0) - partial.written_total()
+        return atomic.no_space_error(subject, where, max(need, 0), NO_SPACE_ADVICE)
+    option = "--cache-dir" if where.is_relative_to(cache.root) else "--dest"
+    return FetchError(
+        f"{subject}: cannot use {' or '.join(map(str, paths)) or where}: {exc.strerror or exc}; "
+        f"make {option} writable (one filesystem), or point {option} at another directory"
+    )

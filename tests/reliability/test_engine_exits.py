@@ -78,7 +78,6 @@ DESTS: dict[str, Callable[[Path], tuple[Path, str]]] = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 defect 4: a --dest that cannot be made is a traceback")
 @pytest.mark.parametrize("kind", list(DESTS))
 def test_a_dest_that_cannot_become_a_directory_is_exit_2(tmp_path: Path, mirror: Mirror, kind: str) -> None:
     dest, named = DESTS[kind](tmp_path)
@@ -92,7 +91,6 @@ def test_a_dest_that_cannot_become_a_directory_is_exit_2(tmp_path: Path, mirror:
 
 # A tmpfs's root and the cache's objects/, partial/ and locks/ take four inodes: from five on, each count
 # runs out at another step (lock file, partial, progress record, staging, index files).
-@pytest.mark.xfail(strict=True, reason="issue 10 defect 4: a cache out of inodes is a traceback")
 def test_a_cache_out_of_inodes_is_exit_3_naming_it(
     tmp_path: Path, tmpfs: Callable[..., Path], mirror: Mirror
 ) -> None:
@@ -112,7 +110,6 @@ def test_a_cache_out_of_inodes_is_exit_3_naming_it(
     assert 3 in outcomes.values(), f"no inode count was short enough: {outcomes}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 defect 4: an unwritable cache subdirectory is a traceback")
 @pytest.mark.parametrize("sub", ["locks", "partial", "objects"])
 def test_an_unwritable_cache_subdirectory_is_exit_3_naming_it(
     tmp_path: Path, tmpfs: Callable[..., Path], mirror: Mirror, sub: str
