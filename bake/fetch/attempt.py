@@ -68,7 +68,10 @@ class HttpAttempt:
         session: Session,
         hooks: AttemptHooks,
         connections: int,
+        *,
+        unranged: bool = False,
     ) -> None:
+        self.unranged = unranged  # ask for the whole file, no Range: the source answers ranges wrongly
         self.source = source
         self.asset = asset
         self.partial = partial
@@ -97,6 +100,8 @@ class HttpAttempt:
             partial.state.size = size  # an empty file, or a partial complete before its size was saved
             return  # every byte is on disk already; verifying decides
         start, hole_end = holes[0]
+        if self.unranged:  # the source answers ranges wrongly: one stream of the whole file, no Range
+            self.connections, start, hole_end = 1, 0, None
         if self.connections == 1:
             probe_end = hole_end
         else:
@@ -122,7 +127,7 @@ class HttpAttempt:
         """Send the first request. Returns its response, or None when a 416 showed an empty file."""
         state = self.partial.state
         last = "" if probe_end is None or probe_end == size else str(probe_end - 1)
-        headers = {"Range": f"bytes={start}-{last}"}
+        headers = {} if self.unranged else {"Range": f"bytes={start}-{last}"}
         if start and state.etag and state.url == self.source.url and not state.etag.startswith("W/"):
             headers["If-Range"] = state.etag
         try:

@@ -9,6 +9,10 @@ class Changed(DownloadError):
     """The file behind a source changed (or the partial is inconsistent): start it over."""
 
 
+class BadRange(DownloadError):
+    """A source answered a Range request wrongly: read it as one plain stream from byte 0 instead."""
+
+
 class Aborted(Exception):
     """Another thread of the same transfer failed; this one stops quietly."""
 

@@ -9,25 +9,23 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import threading
 from pathlib import Path
 
 from bake import atomic
-from bake.cache import Cache, PartialState
+from bake.cache import Cache
 from bake.errors import ChecksumMismatch, DownloadError, FetchError
 from bake.fetch import install
-from bake.fetch.attempt import AttemptHooks, HttpAttempt, check_size
+from bake.fetch.attempt import AttemptHooks, HttpAttempt
 from bake.fetch.clock import Clock
-from bake.fetch.failures import NO_SPACE_ADVICE, Changed, DeadlineExceeded
+from bake.fetch.failures import NO_SPACE_ADVICE, BadRange, Changed, DeadlineExceeded
+from bake.fetch.local import FileAttempt
 from bake.fetch.options import FetchRecord
 from bake.fetch.partial import PartialFile
 from bake.fetch.progress import Progress
 from bake.fetch.retry import RetryPolicy
-from bake.fetch.segments import Claim
 from bake.fetch.session import Session
 from bake.fetch.sources import Source, resolve_source
-from bake.fetch.transfer import Transfer
 from bake.manifest import Asset, redact_url
 
 log = logging.getLogger(__name__)
@@ -66,6 +64,7 @@ class AssetJob:
         self.waiting_logged = False
         self.connections = self.options.connections  # for the current source; see _from_source
         self.etag_splits: set[int] = set()  # attempts at this source whose connections saw other ETags
+        self.unranged = False  # this source answered a Range wrongly: ask it for the whole file only
 
     # -- the whole asset ----------------------------------------------------
 
@@ -158,6 +157,7 @@ class AssetJob:
         retry = self.retry
         self.connections = self.options.connections
         self.etag_splits = set()
+        self.unranged = False
         fresh_retry = False
         self.partial.from_zero = not self.partial.written_total()
         shown = redact_url(source.url)
@@ -183,6 +183,17 @@ class AssetJob:
                         ) from None
                     raise
             except DownloadError as exc:
+                if isinstance(exc, BadRange) and not self.unranged:
+                    log.warning(
+                        "%s: %s answers Range requests wrongly (%s); "
+                        "reading it as one plain stream from byte 0",
+                        self.asset.name,
+                        shown,
+                        exc,
+                    )
+                    self.unranged = True
+                    self.partial.discard()
+                    continue
                 if isinstance(exc, Changed):
                     self._start_over(exc, shown)
                 progressed = self.partial.written_total() - before
@@ -216,10 +227,17 @@ class AssetJob:
     def _attempt(self, source: Source) -> bool:
         """One try at ``source``. Returns True when the body had no length to check it by."""
         if source.path is not None:
-            self._copy_file(source)
+            FileAttempt(source, self.asset, self.partial, self.clock, self.session, self._hooks()).run()
             return False
         attempt = HttpAttempt(
-            source, self.asset, self.partial, self.clock, self.session, self._hooks(), self.connections
+            source,
+            self.asset,
+            self.partial,
+            self.clock,
+            self.session,
+            self._hooks(),
+            self.connections,
+            unranged=self.unranged,
         )
         attempt.run()
         return attempt.unsized
@@ -246,30 +264,6 @@ class AssetJob:
             resumed = self.partial.written_total()
             if resumed:
                 self.progress.advance(self.asset, resumed)
-
-    def _copy_file(self, source: Source) -> None:
-        """Copy a file:// source into the partial, from zero: a local copy is cheap."""
-        self.attempts += 1
-        try:
-            fin = open(source.path, "rb")  # noqa: SIM115 - the open error and the copy's errors differ
-        except OSError as exc:
-            raise DownloadError(
-                f"{redact_url(source.url)}: cannot read it ({exc.strerror or exc})", retryable=False
-            ) from None
-        with self.lock:
-            self.requests += 1  # a read from a source, like an HTTP request
-        with fin:
-            size = os.fstat(fin.fileno()).st_size
-            check_size(self.asset, source.url, size, retryable=False)
-            if self.partial.written_total():
-                self.partial.discard()
-            self.partial.state = PartialState(size=size, url=source.url)
-            self._begin(size)
-            self.partial.ensure_room(self.asset.size)
-            transfer = Transfer(self.partial, self._advance)
-            claim = Claim(0, size)
-            transfer.single(size, claim)
-            transfer.run(claim, fin.readinto)
 
 
 def os_failure(exc: OSError, asset: Asset, cache: Cache, partial: PartialFile) -> FetchError:

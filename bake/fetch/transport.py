@@ -21,7 +21,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 from bake import __version__
 from bake.errors import DownloadError, ManifestError, UsageError
-from bake.fetch.failures import Aborted
+from bake.fetch.failures import Aborted, BadRange
 from bake.fetch.options import FetchOptions
 from bake.fetch.sources import Source, origin_of
 from bake.manifest import check_url, redact_url
@@ -100,8 +100,7 @@ def check_content_range(
     """Check that ``resp`` is a 206 for bytes ``start``..``end - 1`` of ``total`` bytes. Returns the size.
 
     ``end`` None asks for the rest of the file, and a server may end any range
-    at the file's end; ``total`` None accepts any size. Raises a retryable
-    DownloadError otherwise.
+    at the file's end; ``total`` None accepts any size. Raises BadRange otherwise.
     """
     header = resp.getheader("Content-Range")
     first, last, size = parse_content_range(header)
@@ -113,7 +112,7 @@ def check_content_range(
     expected = (
         f"{start}-{'' if expected_last is None else expected_last}/{'<size>' if total is None else total}"
     )
-    raise DownloadError(
+    raise BadRange(
         f"{redact_url(url)} answered Range bytes={asked} with HTTP {resp.status} "
         f"and Content-Range {header!r}; expected 206 bytes {expected}",
         retryable=True,

@@ -108,7 +108,6 @@ def fifo(tmp_path: Path) -> Iterator[Callable[[bytes | None], str]]:
         writer.wait()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 defect 6: a file:// source that blocks ignores the clock")
 @pytest.mark.parametrize("writer", ["no-writer", "writer-goes-silent"])
 @pytest.mark.parametrize("sized", [True, False], ids=["manifest-size", "no-size"])
 def test_a_blocking_file_source_obeys_the_deadline(
@@ -120,7 +119,6 @@ def test_a_blocking_file_source_obeys_the_deadline(
     assert_deadline_held(f"file:// FIFO, {writer}", proc, wall, DEADLINE)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 defect 6: a file:// source that blocks ignores --timeout")
 def test_a_silent_file_source_obeys_the_timeout(tmp_path: Path, fifo: Callable[[bytes | None], str]) -> None:
     url = fifo(DATA[: 100 * KIB])
     proc, wall = timed_fetch(
