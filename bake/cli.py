@@ -83,7 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=30.0,
         help="connect and stall timeout in seconds (default 30)",
     )
-    fetch.add_argument("--deadline", type=_positive_float, help="wall-clock limit per asset, seconds")
+    fetch.add_argument(
+        "--deadline",
+        type=_positive_float,
+        help="wall-clock limit per asset in seconds; default max(30 min, size / 512 KiB/s), 2 h without size",
+    )
     fetch.add_argument("--ca-bundle", help="CA bundle for https; default SSL_CERT_FILE or the system store")
     fetch.add_argument("--jobs", type=_positive_int, default=4, help="assets fetched at once (default 4)")
     fetch.add_argument("--json", type=Path, metavar="REPORT", help="write a per-asset report here")

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from bake.cache import Cache
 from bake.errors import FetchError, NoSpaceError, UsageError
 from bake.fetch import install
+from bake.fetch.clock import default_deadline
 from bake.fetch.job import AssetJob
 from bake.fetch.options import DEFAULT_CONNECTIONS, FetchFailed, FetchOptions, FetchRecord
 from bake.fetch.progress import Progress
@@ -43,6 +44,7 @@ __all__ = [
     "FetchRecord",
     "NoSpaceError",
     "candidate_urls",
+    "default_deadline",
     "fetch_assets",
     "parse_mirrors",
 ]

@@ -54,7 +54,11 @@ class AssetJob:
         self._advance = functools.partial(progress.advance, asset)  # called once per read: one call
         self.retry = retry
         self.clock = Clock(
-            asset.name, timeout=self.options.timeout, deadline=self.options.deadline, cancel=session.cancel
+            asset.name,
+            timeout=self.options.timeout,
+            deadline=self.options.deadline,
+            cancel=session.cancel,
+            size=asset.size,
         )
         self.partial = PartialFile(cache, asset.sha256, asset.name)
         self.lock = threading.Lock()  # guards requests and etag_splits, counted from several connections

@@ -167,10 +167,6 @@ def test_a_lock_held_by_a_stopped_process_is_bounded_by_the_deadline(
     assert "another" in error_text(proc.stderr) and asked == 0
 
 
-DEFAULTS = pytest.mark.xfail(strict=True, reason="issue 10 defect 7: no default deadline")
-
-
-@DEFAULTS
 @pytest.mark.parametrize(
     ("size", "seconds"),
     [(None, 7200.0), (0, 1800.0), (MIB, 1800.0), (925 * MIB, 1850.0), (4 << 30, 8192.0)],
@@ -181,15 +177,16 @@ def test_the_default_deadline_per_file(size: int | None, seconds: float) -> None
     assert fetch.default_deadline(size) == pytest.approx(seconds)
 
 
-@DEFAULTS
 def test_a_lock_wait_without_deadline_is_bounded_by_the_default(
     tmp_path: Path, stopped_holder: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """In-process, with the default shrunk to a second: waiting behind a stopped process ends, named."""
     from bake import fetch
+    from bake.fetch import clock
     from bake.manifest import Asset
 
-    monkeypatch.setattr(fetch, "DEADLINE_FLOOR", 1.0)
+    monkeypatch.setattr(clock, "DEADLINE_FLOOR", 1.0)
+    monkeypatch.setattr(clock, "DEADLINE_RATE", 1 << 40)
     asset = Asset("slow", "x/slow.bin", sha256(DATA), ("http://127.0.0.1:9/f.bin",), len(DATA))
     started = time.monotonic()
     with pytest.raises(fetch.FetchFailed, match="default deadline") as failed:
