@@ -30,7 +30,10 @@ def default_cache_dir() -> Path:
 
 @dataclass
 class PartialState:
-    """What is known about a partial download: the file's size and identity, and the byte ranges on disk."""
+    """What is known about a partial download: the file's size and identity, and the byte ranges on disk.
+
+    ``url`` is kept with any password redacted: the cache outlives the fetch (a BuildKit cache mount).
+    """
 
     size: int | None = None
     url: str | None = None

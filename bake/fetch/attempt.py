@@ -73,6 +73,7 @@ class HttpAttempt:
     ) -> None:
         self.unranged = unranged  # ask for the whole file, no Range: the source answers ranges wrongly
         self.source = source
+        self.shown = redact_url(source.url)  # for messages and the progress record: no password
         self.asset = asset
         self.partial = partial
         self.clock = clock
@@ -128,7 +129,7 @@ class HttpAttempt:
         state = self.partial.state
         last = "" if probe_end is None or probe_end == size else str(probe_end - 1)
         headers = {} if self.unranged else {"Range": f"bytes={start}-{last}"}
-        if start and state.etag and state.url == self.source.url and not state.etag.startswith("W/"):
+        if start and state.etag and state.url == self.shown and not state.etag.startswith("W/"):
             headers["If-Range"] = state.etag
         try:
             resp, transfer.url = client.request(self.source, self.source.http_url, headers)
@@ -140,10 +141,10 @@ class HttpAttempt:
         total = parse_content_range(resp.getheader("Content-Range"))[2]
         if total == 0 and start == 0:
             check_size(self.asset, self.source.url, 0)
-            self.partial.state = PartialState(size=0, url=self.source.url, etag=resp.getheader("ETag"))
+            self.partial.state = PartialState(size=0, url=self.shown, etag=resp.getheader("ETag"))
             return None
         raise Changed(
-            f"{redact_url(self.source.url)} cannot serve bytes from {start} (HTTP 416, size {total}); "
+            f"{self.shown} cannot serve bytes from {start} (HTTP 416, size {total}); "
             "the file changed, starting over"
         )
 
@@ -165,7 +166,7 @@ class HttpAttempt:
         else:
             total = self._whole_file(resp)
             claim = Claim(0, total)
-        self.partial.state = PartialState(size=total, url=self.source.url, etag=etag)
+        self.partial.state = PartialState(size=total, url=self.shown, etag=etag)
         transfer.etag = etag
         self.hooks.begin(total)
         self.partial.ensure_room(self.asset.size)
@@ -190,13 +191,12 @@ class HttpAttempt:
             if not self.partial.written.spans:
                 return  # nothing on disk to protect
         state = self.partial.state
-        shown = redact_url(self.source.url)
         if state.size is not None and total != state.size:
             raise Changed(
-                f"{shown} now serves {total} bytes, the partial was for {state.size}; starting over"
+                f"{self.shown} now serves {total} bytes, the partial was for {state.size}; starting over"
             )
-        if state.url == self.source.url and state.etag and etag and etag != state.etag:
-            raise Changed(f"{shown} changed (ETag {state.etag} -> {etag}); starting over")
+        if state.url == self.shown and state.etag and etag and etag != state.etag:
+            raise Changed(f"{self.shown} changed (ETag {state.etag} -> {etag}); starting over")
 
     def _whole_file(self, resp: http.client.HTTPResponse) -> int | None:
         """A 200: the whole file over one stream, from zero. Returns its size when known."""
@@ -210,7 +210,7 @@ class HttpAttempt:
             log.info(
                 "%s: %s answered the resume with the whole file; starting from zero",
                 self.asset.name,
-                redact_url(self.source.url),
+                self.shown,
             )
             self.partial.discard()
         return total

@@ -142,7 +142,7 @@ class FileAttempt:
             check_size(self.asset, self.source.url, size, retryable=False)
         if self.partial.written_total():
             self.partial.discard()
-        self.partial.state = PartialState(size=size, url=self.source.url)
+        self.partial.state = PartialState(size=size, url=redact_url(self.source.url))
         self.hooks.begin(size)
         self.partial.ensure_room(self.asset.size)
         claim = Claim(0, size)

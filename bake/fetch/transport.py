@@ -302,7 +302,11 @@ def _status_error(resp: http.client.HTTPResponse, url: str) -> _HttpStatus:
     hints = {
         404: "the file is not at this URL (not retried)",
         410: "the file is gone from this URL (not retried)",
-        401: "authentication required; for hf:// set HF_TOKEN or HF_TOKEN_FILE (not retried)",
+        401: (
+            "authentication required: give a mirror's credentials in its URL, https://USER:PASSWORD@host/… "
+            "(in a build, through the bake_mirrors secret); for hf:// set HF_TOKEN or HF_TOKEN_FILE "
+            "(not retried)"
+        ),
         403: "access denied (not retried)",
         429: "rate limited",
     }
