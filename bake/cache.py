@@ -38,6 +38,7 @@ class PartialState:
     size: int | None = None
     url: str | None = None
     etag: str | None = None
+    modified: str | None = None  # Last-Modified: the validator of a server that sends no ETag
     done: list[tuple[int, int]] = field(default_factory=list)  # byte ranges written ("done" in the file)
 
 
@@ -107,7 +108,9 @@ class Cache:
                 return None
             if any(s < 0 or e <= s or (size is not None and e > size) for s, e in done):
                 return None
-            return PartialState(size=size, url=raw.get("url"), etag=raw.get("etag"), done=done)
+            return PartialState(
+                size=size, url=raw.get("url"), etag=raw.get("etag"), modified=raw.get("modified"), done=done
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -122,6 +125,7 @@ class Cache:
             "size": state.size,
             "url": state.url,
             "etag": state.etag,
+            "modified": state.modified,
             "done": [list(r) for r in state.done],
         }
         atomic.write_file(self.state_path(sha256), json.dumps(doc).encode(), durable=False)

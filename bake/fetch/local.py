@@ -116,6 +116,9 @@ class FileAttempt:
         self.clock = clock
         self.session = session
         self.hooks = hooks
+        self.unsized = False  # a file's end is its end
+        self.unvouched = False
+        self.encoding: str | None = None  # files have no Content-Encoding
 
     def run(self) -> None:
         self.hooks.count_attempt()

@@ -8,6 +8,7 @@ killed process loses a fraction of a second of transfer.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import os
@@ -107,7 +108,7 @@ class PartialFile:
     def save(self) -> None:
         """Save the progress record (size, source identity, ranges written)."""
         with self.lock:
-            state = PartialState(self.state.size, self.state.url, self.state.etag, list(self.written.spans))
+            state = dataclasses.replace(self.state, done=list(self.written.spans))
         with self._no_space(self.cache.state_path(self.sha256), 4096):
             self.cache.save_state(self.sha256, state)
 

