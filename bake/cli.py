@@ -171,6 +171,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         allow_http=args.allow_http,
         ca_bundle=args.ca_bundle,
         jobs=args.jobs,
+        started=fetch.process_started(),
     )
     if options.no_origin and not options.mirrors:
         raise UsageError("--no-origin needs at least one --mirror (or BAKE_MIRRORS); nothing could be tried")

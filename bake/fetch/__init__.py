@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 from bake.cache import Cache
 from bake.errors import FetchError, NoSpaceError, UsageError
 from bake.fetch import install
-from bake.fetch.clock import default_deadline
+from bake.fetch.clock import default_deadline, process_started
 from bake.fetch.job import AssetJob
 from bake.fetch.options import DEFAULT_CONNECTIONS, FetchFailed, FetchOptions, FetchRecord
 from bake.fetch.progress import Progress
@@ -47,6 +47,7 @@ __all__ = [
     "default_deadline",
     "fetch_assets",
     "parse_mirrors",
+    "process_started",
 ]
 
 
@@ -78,6 +79,8 @@ def fetch_assets(
     retry = RetryPolicy(options.attempts, backoff_base=BACKOFF_BASE, backoff_cap=BACKOFF_CAP)
     sink = progress or Progress()
     jobs = [AssetJob(asset, urls, dest, cache, session, sink, retry) for asset, urls in plans]
+    for job in jobs[: options.jobs]:  # these begin with the run; the others when a worker frees up
+        job.since = options.started
     return _run_all(jobs, session, options.jobs)
 
 

@@ -61,6 +61,7 @@ class AssetJob:
             size=asset.size,
         )
         self.partial = PartialFile(cache, asset.sha256, asset.name)
+        self.since: float | None = None  # when its clock starts, if not when it begins: see fetch_assets
         self.lock = threading.Lock()  # guards requests, counted from several connections
         self.requests = 0  # HTTP requests and file opens made for this asset
         self.attempts = 0
@@ -83,7 +84,7 @@ class AssetJob:
 
     def _run(self) -> FetchRecord:
         self.clock.check_cancelled()
-        self.clock.start()
+        self.clock.start(self.since)
         sha = self.asset.sha256
         target = install.target_path(self.dest, self.asset)
         if install.already_installed(target, self.asset):

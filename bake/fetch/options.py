@@ -34,6 +34,7 @@ class FetchOptions:
     allow_http: bool = False
     ca_bundle: str | None = None
     jobs: int = 4
+    started: float | None = None  # time.monotonic() the run began: the first assets' deadlines count from it
 
 
 @dataclass(frozen=True)

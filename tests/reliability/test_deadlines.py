@@ -26,7 +26,7 @@ from . import KIB, MIB, SUMMARY, asset_entry, bake, blob, error_text, manifest_t
 
 DEADLINE = 2.0
 GOAL = (0.10, 0.25)  # overrun goal: 10 % of the deadline plus 0.25 s
-BOUND = (0.25, 1.0)  # what the tests assert: looser than the goal, for a loaded machine
+BOUND = (0.25, 0.5)  # what the tests assert: looser than the goal (1.0 s at 2 s), for a loaded machine
 DATA = blob(2 * MIB + 5, "deadlines")
 _overruns: list[tuple[str, float, float]] = []  # (scenario, deadline, seconds past it)
 
