@@ -92,6 +92,14 @@ target "assets" {
   target   = "assets"
 }
 
+# tini, bake-entrypoint and bake, FROM scratch: the named context bake-runtime of other
+# projects' images (docker/vllm/bake-rocm.hcl). Push it once per bake release:
+#   docker buildx bake runtime --set runtime.tags=REGISTRY/bake-runtime:VERSION --push
+target "runtime" {
+  inherits = ["_common"]
+  target   = "runtime"
+}
+
 target "image" {
   inherits = ["_common", "docker-metadata-action"]
   target   = "image"

@@ -22,6 +22,7 @@ from pathlib import Path
 from bake.context import describe_exit
 from bake.errors import BuildError, UsageError
 from bake.manifest import load_manifest, manifest_digest, select
+from bake.text import escape
 
 log = logging.getLogger(__name__)
 
@@ -109,28 +110,84 @@ def resolve(directory: Path, bake_args: Sequence[str], repo: str) -> AssetsImage
     return AssetsImage(ref=f"{repo}:{digest}", digest=digest, targets=tuple(digests))
 
 
-def exists(ref: str) -> bool:
-    """Return True if the registry has ``ref``, False if it answers that it does not.
+# Seconds the Docker engine gets to answer one registry question.
+REGISTRY_TIMEOUT = 60
 
-    Raises BuildError when the registry cannot answer (unreachable, refused credentials).
+
+def exists(ref: str) -> bool:
+    """Return True if the registry has ``ref``, False only if it answers that it does not.
+
+    The one place that decides present, missing or failed. The question goes through the
+    Docker engine (the docker SDK's distribution inspect, with the credentials ``docker login``
+    stored), so it sees the registry as a build does. "Missing" is the engine's 404, which it
+    gives only for the registry's MANIFEST_UNKNOWN or NAME_UNKNOWN answer. Anything else (an
+    auth refusal, a rate limit, a token endpoint that fails, a network error) raises BuildError
+    with its own message and what to do: it never starts a build and a push.
     """
-    cmd = ["docker", "buildx", "imagetools", "inspect", "--raw", ref]
     try:
-        proc = subprocess.run(cmd, capture_output=True, check=False, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        import docker
+    except ImportError:
         raise BuildError(
-            f"cannot ask the registry for {ref}: `{' '.join(cmd)}` failed ({exc}); install the docker CLI "
-            "with the buildx plugin (scripts/toolchain.sh) and check the registry is reachable"
-        ) from exc
-    if proc.returncode == 0:
-        return True
-    said = proc.stderr.decode(errors="replace")
-    if "not found" in said.lower():
+            f"cannot ask the registry for {ref}: --assets-image needs the docker SDK; pip install docker"
+        ) from None
+    registry = docker.auth.resolve_repository_name(ref)[0]
+    client = None
+    try:
+        client = docker.from_env(timeout=REGISTRY_TIMEOUT)
+        client.api.inspect_distribution(ref)
+    except docker.errors.NotFound:
         return False
-    how = describe_exit(proc.returncode, proc.stderr)
-    raise BuildError(
-        f"cannot tell whether the registry has {ref}: `{' '.join(cmd)}` {how}; "
-        "check that the registry is reachable and `docker login` has credentials for it"
+    except docker.errors.APIError as exc:
+        said = escape(str(exc.explanation or exc))
+        logged_in = docker.auth.resolve_authconfig(docker.auth.load_config(), registry) is not None
+        raise BuildError(_registry_failure(ref, registry, exc.status_code, said, logged_in)) from None
+    except docker.errors.DockerException as exc:  # no engine, a bad DOCKER_HOST
+        raise BuildError(
+            f"cannot ask the registry for {ref}: the Docker engine cannot be reached ({escape(str(exc))}); "
+            "start it, or set DOCKER_HOST (scripts/toolchain.sh env)"
+        ) from None
+    except OSError as exc:  # requests' connection errors and timeouts are OSErrors
+        raise BuildError(
+            f"cannot ask the registry for {ref}: the Docker engine did not answer within "
+            f"{REGISTRY_TIMEOUT} s, or at all ({escape(str(exc))}); check the engine (DOCKER_HOST) and "
+            "that the registry answers, then rerun"
+        ) from None
+    finally:
+        if client is not None:
+            client.close()
+    return True
+
+
+def _registry_failure(ref: str, registry: str, status: int | None, said: str, logged_in: bool) -> str:
+    """The message for an engine answer that is neither the manifest nor a definite 'missing'."""
+    if status == 401:
+        return (
+            f"the registry {registry} refused the credentials for {ref} (401: {said}); "
+            f"run `docker login {registry}` with an account that can push to it, then rerun"
+        )
+    if status == 403:
+        return (
+            f"the registry {registry} denies access to {ref} (403: {said}); the account `docker login` "
+            "stored may pull but not push, or the repository belongs to another namespace: "
+            "use a repository you can push to"
+        )
+    if status == 429:
+        return (
+            f"the registry {registry} is rate-limiting requests for {ref} (429: {said}); wait and rerun, "
+            "log in (`docker login`) for a higher limit, or use a registry mirror you run"
+        )
+    if logged_in:
+        todo = "check that the registry is reachable from the engine and answers, then rerun"
+    else:
+        # Docker Hub answers 401 for a repository it does not know, so a first publish
+        # without a login ends here, before anything is built or pushed.
+        todo = (
+            f"no `docker login` credentials for {registry} are stored: if the registry needs a login, "
+            f"run `docker login {registry}`; otherwise check that it is reachable from the engine"
+        )
+    return (
+        f"cannot tell whether the registry {registry} has {ref}: the Docker engine got no definite "
+        f"answer ({status}: {said}); {todo}"
     )
 
 

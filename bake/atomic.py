@@ -145,13 +145,13 @@ def commit(staging: Path, target: Path, *, durable: bool = True) -> None:
         fsync_path(target.parent)
 
 
-def write_file(target: Path, data: bytes, *, durable: bool = True) -> None:
+def write_file(target: Path, data: bytes, *, durable: bool = True, mode: int = 0o644) -> None:
     """Replace ``target`` with ``data`` atomically: a reader sees the old file or the new, never a torn one.
 
     Raises OSError as the write or rename raised it (see ``is_no_space``).
     """
     with staged(target) as staging:
-        write_new(staging, data)
+        write_new(staging, data, mode)
         commit(staging, target, durable=durable)
 
 
@@ -171,11 +171,11 @@ def write_together(files: dict[Path, bytes]) -> None:
     fsync_path(next(iter(files)).parent)
 
 
-def write_new(path: Path, data: bytes) -> None:
-    """Create ``path`` (which must not exist) holding ``data``, mode 0644."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+def write_new(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Create ``path`` (which must not exist) holding ``data``, with ``mode`` (0644 by default)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
-        os.fchmod(fd, 0o644)  # whatever the umask: the index is read by other users of the image
+        os.fchmod(fd, mode)  # whatever the umask: the index is read by other users of the image
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]

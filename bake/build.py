@@ -37,7 +37,7 @@ def run_build(
     directory = Path(directory).absolute()
     if assets_image is not None:
         assets_image_mod.check_repo(assets_image)
-    report = check_context(directory, strict=strict)
+    report = check_context(directory, strict=strict, export=export)
     with ExitStack() as stack:
         overrides: list[str] = []
         if export:

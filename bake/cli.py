@@ -3,31 +3,51 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from bake import __version__, lockfile, manifest
 from bake.errors import BakeError, FetchError, UsageError
+from bake.fetch import FetchOptions
+from bake.hub import add as hub_add
+from bake.text import escape
 
 log = logging.getLogger("bake")
 
 DEFAULT_ASSETS = "/opt/bake/assets"
 
 
+# Upper bounds that keep each number inside what threads, sockets and timers accept
+# (Python's timeouts overflow near 2**63 ns); far above any sensible setting.
+_MAX_COUNT = 1024
+_MAX_SECONDS = 10**6
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text}")
+    if not 1 <= value <= _MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {_MAX_COUNT}, got {text}")
     return value
 
 
 def _positive_float(text: str) -> float:
     value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text}")
+    if not 0 < value <= _MAX_SECONDS:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds above 0 and at most {_MAX_SECONDS}, got {text}"
+        )
+    return value
+
+
+def _days(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 100 * 365:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"expected a number of days from 0 to 36500, got {text}")
     return value
 
 
@@ -54,83 +74,130 @@ def _add_selection(p: argparse.ArgumentParser, *, default_manifest: bool = False
     p.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser for every ``bake`` command."""
-    parser = _Parser(prog="bake", description="Verified asset layers for ROCm CI images.")
-    parser.add_argument("--version", action="version", version=f"bake {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+def _add_fetch_limit(p: argparse.ArgumentParser, flag: str, kind: Callable, help_text: str) -> None:
+    """A numeric fetch option whose default is FetchOptions' own, so the parser never restates it."""
+    default = {f.name: f.default for f in dataclasses.fields(FetchOptions)}[flag[2:]]
+    shown = "" if default is None else " (default %(default)s)"
+    p.add_argument(flag, type=kind, default=default, help=help_text + shown)
 
-    fetch = sub.add_parser("fetch", help="download, verify and install every selected asset")
-    _add_selection(fetch, default_manifest=True)
-    fetch.add_argument("--dest", required=True, type=Path, help="directory that receives the assets")
-    fetch.add_argument(
+
+def _add_fetch_options(p: argparse.ArgumentParser) -> None:
+    """The engine's options, shared by every command that fetches (fetch, add)."""
+    p.add_argument(
         "--mirror",
         action="append",
         default=[],
         metavar="PREFIX=REPLACEMENT",
         help="rewrite URLs; tried before the original; repeatable; also BAKE_MIRRORS",
     )
-    fetch.add_argument("--no-origin", action="store_true", help="try only rewritten URLs")
-    fetch.add_argument(
-        "--cache-dir", type=Path, help="download cache; default ${XDG_CACHE_HOME:-~/.cache}/bake"
-    )
-    fetch.add_argument("--connections", type=_positive_int, help="connections per asset")
-    fetch.add_argument("--attempts", type=_positive_int, default=5, help="attempts per source (default 5)")
-    fetch.add_argument(
-        "--timeout",
-        type=_positive_float,
-        default=30.0,
-        help="connect and stall timeout in seconds (default 30)",
-    )
-    fetch.add_argument(
+    p.add_argument("--no-origin", action="store_true", help="try only rewritten URLs")
+    p.add_argument("--cache-dir", type=Path, help="download cache; default ${XDG_CACHE_HOME:-~/.cache}/bake")
+    _add_fetch_limit(p, "--connections", _positive_int, "connections per asset")
+    _add_fetch_limit(p, "--attempts", _positive_int, "attempts per source")
+    _add_fetch_limit(p, "--timeout", _positive_float, "connect and stall timeout in seconds")
+    _add_fetch_limit(
+        p,
         "--deadline",
-        type=_positive_float,
-        help="wall-clock limit per asset in seconds; default max(30 min, size / 512 KiB/s), 2 h without size",
+        _positive_float,
+        "wall-clock limit per asset in seconds (default max(30 min, size / 512 KiB/s); 2 h without size)",
     )
-    fetch.add_argument("--ca-bundle", help="CA bundle for https; default SSL_CERT_FILE or the system store")
-    fetch.add_argument("--jobs", type=_positive_int, default=4, help="assets fetched at once (default 4)")
-    fetch.add_argument("--json", type=Path, metavar="REPORT", help="write a per-asset report here")
-    fetch.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    p.add_argument("--ca-bundle", help="CA bundle for https; default SSL_CERT_FILE or the system store")
 
-    verify = sub.add_parser("verify", help="check assets under --dest against the manifest")
-    _add_selection(verify)
-    verify.add_argument("--dest", required=True, type=Path)
 
-    man = sub.add_parser("manifest", help="print the resolved manifest as JSON, `check` it, or its `digest`")
-    man.add_argument(
+def _add_fetch_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fetch", help="download, verify and install every selected asset")
+    p.set_defaults(run=cmd_fetch)
+    _add_selection(p, default_manifest=True)
+    p.add_argument("--dest", required=True, type=Path, help="directory that receives the assets")
+    _add_fetch_options(p)
+    _add_fetch_limit(p, "--jobs", _positive_int, "assets fetched at once")
+    p.add_argument("--json", type=Path, metavar="REPORT", help="write a per-asset report here")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+
+
+def _add_add_parser(sub: argparse._SubParsersAction) -> None:
+    add = sub.add_parser("add", help="fetch a new file once and append its complete entry to the manifest")
+    add.set_defaults(run=cmd_add)
+    add.add_argument("target", metavar="URL", help="the file's URL (with --size-only: an asset NAME)")
+    add.add_argument("--name", help="the entry's name; default from the URL or the consumer's naming rule")
+    add.add_argument("--path", help="the entry's path; default from the owning consumer's naming rule")
+    add.add_argument(
+        "--sha256", metavar="H", help="the bytes must hash to H, else exit 3 and nothing is written"
+    )
+    add.add_argument(
+        "--size-only", action="store_true", help="fill in the missing size of the existing entry NAME"
+    )
+    add.add_argument(
+        "--manifest",
+        default=manifest.DEFAULT_MANIFEST,
+        help=f"manifest to edit; default {manifest.DEFAULT_MANIFEST}",
+    )
+    add.add_argument(
+        "--group", action="append", default=[], metavar="G", help="put the entry in group G; repeatable"
+    )
+    add.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
+    _add_fetch_options(add)
+    hub_add.add_arguments(add)
+
+
+def _add_verify_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("verify", help="check assets under --dest against the manifest")
+    p.set_defaults(run=cmd_verify)
+    _add_selection(p)
+    p.add_argument("--dest", required=True, type=Path)
+
+
+def _add_manifest_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("manifest", help="print the resolved manifest as JSON, `check` it, or its `digest`")
+    p.set_defaults(run=cmd_manifest)
+    p.add_argument(
         "action",
         nargs="?",
         choices=["check", "digest"],
         help="check: compare with the installed consumers; digest: print the manifest digest",
     )
-    _add_selection(man, default_manifest=True)
+    _add_selection(p, default_manifest=True)
 
-    doctor = sub.add_parser("doctor", help="in a job: will each consumer accept the baked files?")
-    doctor.add_argument("--assets", type=Path, default=None, help="baked asset root; default $BAKE_ASSETS")
 
-    seal = sub.add_parser("seal", help="image-build step: add encoding links, make the tree read-only")
-    _add_selection(seal, default_manifest=True)
-    seal.add_argument("--dest", required=True, type=Path)
+def _add_doctor_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("doctor", help="in a job: will each consumer accept the baked files?")
+    p.set_defaults(run=cmd_doctor)
+    p.add_argument("--assets", type=Path, default=None, help="baked asset root; default $BAKE_ASSETS")
 
-    ctx = sub.add_parser("check-context", help="refuse real source changes, tolerate mode drift")
-    ctx.add_argument("directory", nargs="?", type=Path, default=Path())
-    ctx.add_argument("--export", type=Path, metavar="OUT", help="write HEAD's tree, modes normalised, to OUT")
-    ctx.add_argument("--strict", action="store_true", help="untracked files fail the check too")
 
-    build = sub.add_parser("build", help="check-context, then docker buildx bake BAKE ARGS")
-    build.add_argument("--export", action="store_true", help="build from an export of HEAD's tree")
-    build.add_argument("--strict", action="store_true", help="untracked files fail the check too")
-    build.add_argument(
+def _add_seal_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("seal", help="image-build step: add encoding links, make the tree read-only")
+    p.set_defaults(run=cmd_seal)
+    _add_selection(p, default_manifest=True)
+    p.add_argument("--dest", required=True, type=Path)
+
+
+def _add_check_context_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check-context", help="refuse real source changes, tolerate mode drift")
+    p.set_defaults(run=cmd_check_context)
+    p.add_argument("directory", nargs="?", type=Path, default=Path())
+    p.add_argument("--export", type=Path, metavar="OUT", help="write HEAD's tree, modes normalised, to OUT")
+    p.add_argument("--strict", action="store_true", help="untracked files fail the check too")
+
+
+def _add_build_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("build", help="check-context, then docker buildx bake BAKE ARGS")
+    p.set_defaults(run=cmd_build)
+    p.add_argument("--export", action="store_true", help="build from an export of HEAD's tree")
+    p.add_argument("--strict", action="store_true", help="untracked files fail the check too")
+    p.add_argument(
         "--assets-image",
         metavar="REPO",
         help="take the asset layer from REPO:<manifest digest>, building and pushing it first if missing",
     )
-    build.add_argument("bake_args", nargs=argparse.REMAINDER, help="passed to docker buildx bake (after --)")
+    p.add_argument("bake_args", nargs=argparse.REMAINDER, help="passed to docker buildx bake (after --)")
 
-    cache = sub.add_parser("cache", help="manage the download cache")
-    cache_sub = cache.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
+
+def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cache", help="manage the download cache")
+    cache_sub = p.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
     prune = cache_sub.add_parser("prune", help="drop stale partials and entries no manifest names")
+    prune.set_defaults(run=cmd_cache)
     prune.add_argument(
         "--manifest",
         action="append",
@@ -140,12 +207,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     prune.add_argument(
         "--max-age",
-        type=float,
+        type=_days,
         default=7.0,
         metavar="DAYS",
-        help="partials older than this are removed (default 7)",
+        help="partials older than this are removed (default %(default)s)",
     )
     prune.add_argument("--cache-dir", type=Path)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser for every ``bake`` command (one entry of COMMANDS each)."""
+    parser = _Parser(prog="bake", description="Verified asset layers for ROCm CI images.")
+    parser.add_argument("--version", action="version", version=f"bake {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for add_parser in COMMANDS:
+        add_parser(sub)
     return parser
 
 
@@ -154,39 +231,54 @@ def _selected(args: argparse.Namespace) -> list[manifest.Asset]:
     return manifest.select(assets, args.group)
 
 
-def cmd_fetch(args: argparse.Namespace) -> int:
+def _fetch_options(args: argparse.Namespace):
+    """Return the engine's FetchOptions from the shared fetch options. Raises UsageError."""
     from bake import cache, fetch
-    from bake.fetch import progress
 
-    assets = _selected(args)
     mirror_specs = os.environ.get("BAKE_MIRRORS", "").split() + args.mirror
-    options = fetch.FetchOptions(
+    options = FetchOptions(
         cache_dir=args.cache_dir or cache.default_cache_dir(),
         mirrors=fetch.parse_mirrors(mirror_specs),
         no_origin=args.no_origin,
-        connections=args.connections or fetch.DEFAULT_CONNECTIONS,
+        connections=args.connections,
         attempts=args.attempts,
         timeout=args.timeout,
         deadline=args.deadline,
         allow_http=args.allow_http,
         ca_bundle=args.ca_bundle,
-        jobs=args.jobs,
+        jobs=getattr(args, "jobs", 1),
         started=fetch.process_started(),
     )
-    if options.no_origin and not options.mirrors:
+    # Under --no-origin, HF_ENDPOINT counts as a rewrite of the Hub's hf:// sources.
+    if options.no_origin and not options.mirrors and not os.environ.get("HF_ENDPOINT"):
         raise UsageError("--no-origin needs at least one --mirror (or BAKE_MIRRORS); nothing could be tried")
+    return options
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from bake import fetch
+    from bake.fetch import progress
+    from bake.hub import download as hub_download
+
+    assets = _selected(args)
+    options = _fetch_options(args)
     if args.dest.exists() and not args.dest.is_dir():
         raise UsageError(f"--dest {args.dest}: exists and is not a directory")
+    if args.json:
+        _check_report_path(args.json)
     sink = None if args.quiet else progress.make_progress(sys.stderr)
     try:
-        records = fetch.fetch_assets(assets, args.dest, options, sink)
+        records = hub_download.fetch_assets(assets, args.dest, options, sink)  # hub: either downloader
     except fetch.FetchFailed as exc:
-        if args.json:
-            _write_report(args.json, exc.records)
+        if args.json and (problem := _write_report(args.json, exc.records)):
+            log.error("--json %r: %s", str(args.json), problem)
         raise
-    if args.json:
-        _write_report(args.json, records)
     lockfile.write_index(args.dest, assets)
+    if args.json and (problem := _write_report(args.json, records)):
+        raise UsageError(
+            f"--json {str(args.json)!r}: {problem}; the assets are installed and verified, "
+            "so rerun with a writable --json path to get the report"
+        )
     log.info(
         "%d asset(s) verified under %s (manifest digest %s)",
         len(assets),
@@ -196,7 +288,22 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_report(path: Path, records: list) -> None:
+def _check_report_path(path: Path) -> None:
+    """Refuse a --json path that cannot be written, before any asset is fetched."""
+    parent = path.parent
+    if path.is_dir():
+        problem = "is a directory"
+    elif not parent.is_dir():
+        problem = f"its directory {str(parent)!r} does not exist"
+    elif not os.access(path if path.exists() else parent, os.W_OK):
+        problem = "cannot be written (permissions or a read-only filesystem)"
+    else:
+        return
+    raise UsageError(f"--json {str(path)!r}: {problem}; give a writable file path for the report")
+
+
+def _write_report(path: Path, records: list) -> str | None:
+    """Write the per-asset report; return why it could not be written, or None."""
     report = [
         {
             "name": r.name,
@@ -210,7 +317,11 @@ def _write_report(path: Path, records: list) -> None:
         }
         for r in records
     ]
-    path.write_text(json.dumps({"assets": report}, indent=2) + "\n", encoding="utf-8")
+    try:
+        path.write_text(json.dumps({"assets": report}, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        return f"the report could not be written ({exc.strerror or exc})"
+    return None
 
 
 def _assets_root(explicit: Path | None) -> Path:
@@ -223,10 +334,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if args.group:
             raise UsageError("--group needs --manifest; the lock already holds only the selected assets")
         files = lockfile.read_lock(args.dest)
+        assets = None
     else:
         args.manifest = args.manifest or manifest.DEFAULT_MANIFEST
-        files = lockfile.expected_files(_selected(args))
-    lockfile.verify_dest(args.dest, files)
+        assets = _selected(args)
+        files = lockfile.expected_files(assets)
+    lockfile.verify_dest(args.dest, files, assets=assets)
     print(f"bake: {len(files)} asset(s) under {args.dest} verified")
     return 0
 
@@ -236,7 +349,7 @@ def _print_findings(findings: list, bad_label: str, consumers: str) -> list:
     for f in findings:
         print(f"{'ok' if f.ok else bad_label}  {f.consumer}  {f.asset}: {f.detail}")
     if not findings:
-        print(f"bake: no consumer package ({consumers}) is installed; nothing to check")
+        print(f"bake: no consumer package ({consumers}) is installed and none is declared; nothing to check")
     return [f for f in findings if not f.ok]
 
 
@@ -251,11 +364,15 @@ def cmd_manifest(args: argparse.Namespace) -> int:
         doc = {
             "manifest_digest": manifest.manifest_digest(assets),
             "assets": [manifest.to_json(a) for a in assets],
+            "consumers": [
+                {"prefix": c.prefix, "builtin": c.builtin, **c.declaration()} for c in assets.consumers()
+            ],
         }
         print(json.dumps(doc, indent=2))
         return 0
-    findings = consumers.check_manifest(assets)
-    bad = _print_findings(findings, "MISMATCH", "s3tokenizer, tiktoken")
+    table = assets.consumers()
+    findings = consumers.check_manifest(assets, table)
+    bad = _print_findings(findings, "MISMATCH", ", ".join(c.name for c in table if c.builtin))
     if bad:
         raise UsageError(
             f"{len(bad)} manifest entr{'y' if len(bad) == 1 else 'ies'} disagree with the installed "
@@ -266,10 +383,18 @@ def cmd_manifest(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from bake import consumers
+    from bake.hub import doctor as hub_doctor
 
     root = _assets_root(args.assets)
-    findings = consumers.doctor(root, lockfile.read_lock(root))
-    bad = _print_findings(findings, "WOULD DOWNLOAD", "s3tokenizer, openai-harmony, tiktoken")
+    serve = root / consumers.SERVE_NAME
+    # The image holds no manifest: declared consumers come back from what seal wrote.
+    declared = consumers.declared_from_serve(serve.read_text(encoding="utf-8")) if serve.is_file() else []
+    table = consumers.table(declared)
+    findings = consumers.doctor(root, lockfile.read_lock(root), table)
+    findings += [consumers.Finding(*f) for f in hub_doctor.findings(root, os.environ)]  # the Hub's cache
+    bad = _print_findings(
+        findings, "WOULD DOWNLOAD", ", ".join([c.name for c in table] + ["huggingface_hub"])
+    )
     if bad:
         raise FetchError(
             f"{len(bad)} consumer lookup(s) would trigger a download; run the job through bake-entrypoint, "
@@ -286,7 +411,7 @@ def cmd_seal(args: argparse.Namespace) -> int:
 def cmd_check_context(args: argparse.Namespace) -> int:
     from bake import context
 
-    report = context.check_context(args.directory, strict=args.strict)
+    report = context.check_context(args.directory, strict=args.strict, export=args.export is not None)
     _warn_untracked(report.untracked)
     if args.export:
         context.export_context(args.directory, args.export)
@@ -296,7 +421,7 @@ def cmd_check_context(args: argparse.Namespace) -> int:
 
 def _warn_untracked(untracked: tuple[str, ...]) -> None:
     if untracked:
-        listing = "\n  ".join(untracked[:50])
+        listing = "\n  ".join(escape(p) for p in untracked[:50])
         more = f"\n  … and {len(untracked) - 50} more" if len(untracked) > 50 else ""
         print(
             f"bake: warning: {len(untracked)} untracked file(s) would enter a plain build context "
@@ -325,16 +450,51 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {
-    "fetch": cmd_fetch,
-    "verify": cmd_verify,
-    "manifest": cmd_manifest,
-    "doctor": cmd_doctor,
-    "seal": cmd_seal,
-    "check-context": cmd_check_context,
-    "build": cmd_build,
-    "cache": cmd_cache,
-}
+def cmd_add(args: argparse.Namespace) -> int:
+    from bake import add
+
+    if hub_add.is_repo_url(args.target):  # hf://ORG/REPO[@REV]: a whole Hub repository, [[hub]]
+        return hub_add.cmd_add(args)
+    hub_add.refuse_repo_options(args)
+
+    options = _fetch_options(args)
+    path = Path(args.manifest)
+    if args.size_only:
+        if args.name or args.path or args.sha256 or args.group:
+            raise UsageError("--size-only takes only an asset NAME and fetch options")
+        asset = add.fill_size(path, args.target, options)
+        print(f"bake: {asset.name}: size = {asset.size} in {path}")
+        return 0
+    asset = add.add(
+        path, args.target, options, name=args.name, path=args.path, groups=args.group, sha256=args.sha256
+    )
+    print(f"bake: added {asset.name} ({asset.path}, {asset.size} bytes, sha256 {asset.sha256}) to {path}")
+    return 0
+
+
+# A command is a function that adds its sub-parser (with ``run`` set to its handler), listed here.
+COMMANDS = [
+    _add_add_parser,
+    _add_fetch_parser,
+    _add_verify_parser,
+    _add_manifest_parser,
+    _add_doctor_parser,
+    _add_seal_parser,
+    _add_check_context_parser,
+    _add_build_parser,
+    _add_cache_parser,
+]
+
+
+# Every message bake prints passes one of these two, so text from servers, URLs and
+# paths reaches the terminal with its control characters escaped (bake.text.escape).
+def _print_error(exc: BakeError) -> None:
+    print(f"bake: error: {escape(str(exc), keep_layout=True)}", file=sys.stderr)
+
+
+class _EscapingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return escape(super().format(record), keep_layout=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,15 +502,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except UsageError as exc:
-        print(f"bake: error: {exc}", file=sys.stderr)
+        _print_error(exc)
         return exc.exit_code
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="bake: %(message)s", stream=sys.stderr
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_EscapingFormatter("bake: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
     try:
-        return COMMANDS[args.command](args)
+        return args.run(args)
     except BakeError as exc:
-        print(f"bake: error: {exc}", file=sys.stderr)
+        _print_error(exc)
         return exc.exit_code
     except KeyboardInterrupt:
         print(

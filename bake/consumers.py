@@ -1,18 +1,55 @@
-"""What the consumer libraries expect: their URL/hash tables and where they look at run time."""
+"""The consumer table: each library that looks for baked files in its own places, as one entry of data.
+
+A consumer owns the assets under ``<name>/``. Its entry says how those paths
+are named, which alias links ``seal`` makes beside them, where the library
+looks (``bake.locations``), how ``manifest check`` reads the library's own
+URL/hash table and how ``doctor`` checks a job. The built-ins are s3tokenizer
+and the tiktoken family; a manifest declares more with ``[[consumer]]``.
+Everything else in bake (manifest rules, seal, verify, doctor, manifest check,
+``bake add``) and, through ``bake.serve``, the entrypoint reads this table.
+"""
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib.metadata
 import importlib.util
 import os
+import re
 import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
+from bake.errors import ManifestError
 from bake.hashes import sha256_file
-from bake.lockfile import LockedFile
-from bake.manifest import Asset
+from bake.locations import Location, parse_location
+
+SERVE_NAME = "bake.serve"
+SERVE_HEADER = "# bake serve v1"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_CONSUMER_KEYS = {"name", "locations"}
+
+
+class AssetLike(Protocol):
+    """What the table needs of a manifest asset (``bake.manifest.Asset``)."""
+
+    name: str
+    path: str
+    sha256: str
+    urls: tuple[str, ...]
+
+    def canonical_url(self) -> str | None: ...
+
+
+class BakedFile(Protocol):
+    """What the table needs of a baked file (``bake.lockfile.LockedFile``)."""
+
+    path: str
+    size: int | None
+    sha256: str
 
 
 @dataclass(frozen=True)
@@ -36,11 +73,109 @@ def _module_source(module: str) -> Path | None:
     return Path(spec.origin)
 
 
-def _installed(distribution: str) -> str | None:
+def _installed(distribution: str) -> bool:
     try:
-        return importlib.metadata.version(distribution)
+        importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def _check_lookup(consumer: str, name: str, lookup: Path, baked: Path, sha256: str) -> Finding:
+    """Is the file at ``lookup`` the baked one? A link to the baked file is proven by the lock; else hash."""
+    if not lookup.is_file():
+        seen = (
+            "a dangling link" if lookup.is_symlink() else "nothing" if not lookup.exists() else "not a file"
+        )
+        return Finding(consumer, name, False, f"looks at {lookup}, finds {seen}; it would download")
+    if lookup.resolve() != baked.resolve():
+        actual = sha256_file(lookup)
+        if actual != sha256:
+            return Finding(
+                consumer, name, False, f"{lookup} has sha256 {actual}, expected {sha256}; it would download"
+            )
+    return Finding(consumer, name, True, f"{lookup} is served")
+
+
+class Consumer:
+    """One entry of the table. The base class is a declared consumer: nested names, no library table.
+
+    Subclasses (the built-ins) override the naming rule, the alias links, the
+    library's own table and the doctor's view; a consumer with its own layout
+    (the Hub) overrides ``serve_records``.
+    """
+
+    builtin = False
+    # The distributions whose own lookups `bake doctor` checks; a declared consumer names none.
+    libraries: tuple[str, ...] = ()
+
+    def __init__(self, name: str, locations: Sequence[Location]) -> None:
+        self.name = name
+        self.locations = tuple(locations)
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.name}/"
+
+    def owns(self, path: str) -> bool:
+        return path.startswith(self.prefix)
+
+    def name_in_location(self, path: str) -> str:
+        """Return the file's relative path inside each location (the path below the prefix)."""
+        return path[len(self.prefix) :]
+
+    def check_path(self, asset: AssetLike, where: str) -> None:
+        """Raise ManifestError when ``asset`` breaks this consumer's naming rule (declared: any name)."""
+
+    def path_for_url(self, url: str) -> str | None:
+        """Return the manifest path ``bake add`` gives this URL, or None when it is not this consumer's."""
         return None
+
+    def aliases(self, assets: Iterable[AssetLike]) -> dict[str, str]:
+        """Map alias link paths (relative to the asset root) to their relative targets."""
+        return {}
+
+    def library_sha256(self, asset: AssetLike) -> str | None:
+        """Return the sha256 the installed library itself expects for ``asset``, or None if it has none."""
+        return None
+
+    def check_entry(self, asset: AssetLike) -> Finding | None:
+        """Compare one manifest entry with the library's own table; None when there is nothing to compare."""
+        return None
+
+    def declaration(self) -> dict:
+        """Return the consumer as the manifest declares it (what the manifest digest covers)."""
+        return {"name": self.name, "locations": [str(loc) for loc in self.locations]}
+
+    def loc_ids(self) -> list[str]:
+        return [f"{self.name}.{i}" for i in range(len(self.locations))]
+
+    def serve_records(self, files: Sequence[BakedFile]) -> list[tuple[str, ...]]:
+        """Return the ``loc``/``file``/``link`` records of ``bake.serve`` for the files this consumer owns.
+
+        ``loc`` records come in dependency order (a chained FALLBACK after what it names).
+        """
+        records = [loc.record(i, self.name) for i, loc in zip(self.loc_ids(), self.locations, strict=True)]
+        for loc_id in self.loc_ids():
+            for f in files:
+                records.append(("file", loc_id, f.path, self.name_in_location(f.path), str(f.size), ""))
+        return records
+
+    def doctor(self, root: Path, files: Sequence[BakedFile], environ: Mapping[str, str]) -> list[Finding]:
+        """Check, offline, that each location in this environment holds each baked file."""
+        findings = []
+        for loc in self.locations:
+            where = loc.resolve(environ)
+            for f in files:
+                if where is None:
+                    findings.append(
+                        Finding(self.name, f.path, False, f"${loc.var} is unset; run the job through "
+                                "bake-entrypoint, which points it at the baked files")
+                    )  # fmt: skip
+                    continue
+                lookup = where / self.name_in_location(f.path)
+                findings.append(_check_lookup(self.name, f.path, lookup, root / f.path, f.sha256))
+        return findings
 
 
 def s3tokenizer_table() -> dict[str, tuple[str, str]] | None:
@@ -60,6 +195,65 @@ def s3tokenizer_table() -> dict[str, tuple[str, str]] | None:
     return {name: (url, hashes.get(name, "")) for name, url in models.items()}
 
 
+class S3Tokenizer(Consumer):
+    """s3tokenizer: ``load_model(name)`` looks for ``<name>.onnx`` and checks its own ``_SHA256S``."""
+
+    builtin = True
+    libraries = ("s3tokenizer",)
+
+    def __init__(self) -> None:
+        super().__init__("s3tokenizer", [parse_location("${XDG_CACHE_HOME:-$HOME/.cache}/s3tokenizer", "")])
+
+    def check_path(self, asset: AssetLike, where: str) -> None:
+        parts = PurePosixPath(asset.path).parts
+        if len(parts) != 2 or not parts[1].endswith(".onnx") or parts[1] == ".onnx":
+            raise ManifestError(
+                f"{where}: path {asset.path!r} must be s3tokenizer/<model>.onnx, "
+                "the name s3tokenizer.load_model() looks for"
+            )
+
+    def path_for_url(self, url: str) -> str | None:
+        table = s3tokenizer_table() or {}
+        model = next((m for m, (u, _) in table.items() if u == url), None)
+        return f"{self.prefix}{model}.onnx" if model else None
+
+    def library_sha256(self, asset: AssetLike) -> str | None:
+        table = s3tokenizer_table() or {}
+        return table.get(PurePosixPath(asset.path).stem, ("", ""))[1] or None
+
+    def check_entry(self, asset: AssetLike) -> Finding | None:
+        table = s3tokenizer_table()
+        if table is None:
+            return None
+        model = PurePosixPath(asset.path).stem
+        if model not in table:
+            return Finding(self.name, asset.name, False, f"model {model!r} is not in its table")
+        url, sha = table[model]
+        problems = []
+        if sha != asset.sha256:
+            problems.append(f"sha256 {asset.sha256} in the manifest, {sha} in s3tokenizer")
+        if url not in asset.urls:
+            problems.append(f"s3tokenizer downloads {url}, which the manifest does not list")
+        return Finding(self.name, asset.name, not problems, "; ".join(problems) or "matches")
+
+    def doctor(self, root: Path, files: Sequence[BakedFile], environ: Mapping[str, str]) -> list[Finding]:
+        table = s3tokenizer_table()
+        if table is None:
+            return []
+        findings = []
+        for f in files:
+            table_sha = table.get(PurePosixPath(f.path).stem, ("", ""))[1]
+            if table_sha != f.sha256:
+                expected = table_sha or "(no entry)"
+                detail = (
+                    f"its table expects sha256 {expected}, the baked file is {f.sha256}; it would re-download"
+                )
+                findings.append(Finding(self.name, f.path, False, detail))
+            else:
+                findings += super().doctor(root, [f], environ)
+        return findings
+
+
 def tiktoken_table() -> dict[str, str] | None:
     """Return tiktoken's ``{url: expected sha256}`` from ``tiktoken_ext.openai_public``, or None."""
     origin = _module_source("tiktoken_ext.openai_public")
@@ -75,128 +269,220 @@ def tiktoken_table() -> dict[str, str] | None:
     return table
 
 
-def check_manifest(assets: list[Asset]) -> list[Finding]:
+def sha1_name(url: str) -> str:
+    """The cache file name tiktoken and tiktoken-rs give a URL."""
+    return hashlib.sha1(url.encode()).hexdigest()
+
+
+class Tiktoken(Consumer):
+    """The tiktoken family: openai-harmony (tiktoken-rs) and tiktoken cache a vocab as ``<sha1(url)>``."""
+
+    builtin = True
+    # Each location is read by one client: (its distribution, how it resolves the directory).
+    CLIENTS = (
+        ("openai-harmony", "TIKTOKEN_RS_CACHE_DIR", ("TIKTOKEN_RS_CACHE_DIR",), "tiktoken-rs-cache"),
+        ("tiktoken", "TIKTOKEN_CACHE_DIR", ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"), "data-gym-cache"),
+    )
+    libraries = tuple(client for client, *_ in CLIENTS)
+
+    def __init__(self) -> None:
+        super().__init__("tiktoken", [parse_location(f"${var}", "") for _, var, _, _ in self.CLIENTS])
+
+    def check_path(self, asset: AssetLike, where: str) -> None:
+        canonical = asset.canonical_url()
+        if canonical is None:
+            raise ManifestError(
+                f"{where}: a tiktoken/ asset needs an https:// url; its cache name is "
+                "the SHA-1 of that canonical url"
+            )
+        expected = self.prefix + sha1_name(canonical)
+        if asset.path != expected:
+            raise ManifestError(
+                f"{where}: path {asset.path!r} is not the SHA-1 of its canonical url "
+                f"{canonical!r}; expected path {expected!r}"
+            )
+
+    def path_for_url(self, url: str) -> str | None:
+        vocab = url.startswith("https://") and url.rsplit("/", 1)[-1].endswith(".tiktoken")
+        return self.prefix + sha1_name(url) if vocab or url in (tiktoken_table() or {}) else None
+
+    def aliases(self, assets: Iterable[AssetLike]) -> dict[str, str]:
+        """``tiktoken/<encoding>.tiktoken`` links, for ``TIKTOKEN_ENCODINGS_BASE`` readers."""
+        links = {}
+        for asset in assets:
+            canonical = asset.canonical_url()
+            alias = canonical.rsplit("/", 1)[-1] if canonical else ""
+            if alias.endswith(".tiktoken"):
+                links[self.prefix + alias] = PurePosixPath(asset.path).name
+        return links
+
+    def library_sha256(self, asset: AssetLike) -> str | None:
+        return (tiktoken_table() or {}).get(asset.canonical_url() or "")
+
+    def check_entry(self, asset: AssetLike) -> Finding | None:
+        table = tiktoken_table()
+        if table is None:
+            return None
+        canonical = asset.canonical_url()
+        if canonical not in table:
+            return Finding(self.name, asset.name, False, f"{canonical} is not in its table")
+        ok = table[canonical] == asset.sha256
+        detail = "matches" if ok else f"sha256 {asset.sha256} in the manifest, {table[canonical]} in tiktoken"
+        return Finding(self.name, asset.name, ok, detail)
+
+    def doctor(self, root: Path, files: Sequence[BakedFile], environ: Mapping[str, str]) -> list[Finding]:
+        findings = []
+        for client, _, variables, default in self.CLIENTS:
+            if not _installed(client):
+                continue
+            # The client's own resolution: the first variable set wins; set but empty turns caching off.
+            var = next((v for v in variables if v in environ), None)
+            cache = environ[var] if var else str(Path(tempfile.gettempdir()) / default)
+            for f in files:
+                if not cache:
+                    findings.append(
+                        Finding(client, f.path, False, f"{var} is empty: caching off, it downloads")
+                    )
+                    continue
+                lookup = Path(cache) / self.name_in_location(f.path)
+                findings.append(_check_lookup(client, f.path, lookup, root / f.path, f.sha256))
+        return findings
+
+
+BUILTINS: tuple[Consumer, ...] = (S3Tokenizer(), Tiktoken())
+
+
+def parse_consumer(raw: object, index: int) -> Consumer:
+    """Validate one ``[[consumer]]`` table and return it. Raises ManifestError naming the consumer."""
+    if not isinstance(raw, dict):
+        raise ManifestError(f"consumer #{index + 1}: expected a table, got {type(raw).__name__}")
+    name = raw.get("name")
+    where = f"consumer {name!r}" if isinstance(name, str) and name else f"consumer #{index + 1}"
+    unknown = sorted(set(raw) - _CONSUMER_KEYS)
+    if unknown:
+        raise ManifestError(
+            f"{where}: unknown key(s) {', '.join(unknown)}; "
+            f"allowed keys are {', '.join(sorted(_CONSUMER_KEYS))}"
+        )
+    if not isinstance(name, str) or not _NAME.match(name) or name == SERVE_NAME:
+        raise ManifestError(
+            f"{where}: name {name!r} must be a string of letters, digits, '.', '_' or '-'; "
+            "it is also the path prefix the consumer owns"
+        )
+    if any(b.name == name for b in BUILTINS):
+        raise ManifestError(f"{where}: {name!r} is a built-in consumer; give the declared one another name")
+    locations = raw.get("locations")
+    if not isinstance(locations, list) or not locations:
+        raise ManifestError(f"{where}: locations must be a non-empty list of strings, got {locations!r}")
+    return Consumer(name, [parse_location(text, where) for text in locations])
+
+
+def table(declared: Sequence[Consumer] = ()) -> tuple[Consumer, ...]:
+    """Return the whole table: the built-ins, then ``declared``.
+
+    Raises ManifestError for a duplicate name or for two locations that nest
+    inside each other (then one consumer's files would land in another's place).
+    """
+    every = (*BUILTINS, *declared)
+    seen: set[str] = set()
+    placed: list[tuple[Consumer, Location]] = []
+    for consumer in every:
+        if consumer.name in seen:
+            raise ManifestError(f"consumer {consumer.name!r}: declared twice; give each consumer one table")
+        seen.add(consumer.name)
+        for loc in consumer.locations:
+            clash = next(((c, other) for c, other in placed if loc.nests_with(other)), None)
+            if clash:
+                raise ManifestError(
+                    f"consumer {consumer.name!r}: location {str(loc)!r} nests with {str(clash[1])!r} of "
+                    f"consumer {clash[0].name!r}; give each consumer a place of its own"
+                )
+            placed.append((consumer, loc))
+    return every
+
+
+def owner(path: str, consumers: Iterable[Consumer]) -> Consumer | None:
+    """Return the consumer that owns ``path``, or None: such an asset is baked, verified, linked nowhere."""
+    return next((c for c in consumers if c.owns(path)), None)
+
+
+def check_manifest(assets: Sequence[AssetLike], consumers: Sequence[Consumer] = BUILTINS) -> list[Finding]:
     """Compare manifest entries with the installed consumers' own tables.
 
-    Returns one finding per asset a consumer knows about; an empty list when
-    no consumer is installed.
+    Returns one finding per asset a consumer's table can judge; an empty list
+    when no such consumer is installed.
     """
     findings = []
-    s3_table = s3tokenizer_table()
-    tk_table = tiktoken_table()
     for asset in assets:
-        kind = PurePosixPath(asset.path).parts[0]
-        if kind == "s3tokenizer" and s3_table is not None:
-            model = PurePosixPath(asset.path).stem
-            if model not in s3_table:
-                findings.append(
-                    Finding("s3tokenizer", asset.name, False, f"model {model!r} is not in its table")
-                )
-                continue
-            url, sha = s3_table[model]
-            problems = []
-            if sha != asset.sha256:
-                problems.append(f"sha256 {asset.sha256} in the manifest, {sha} in s3tokenizer")
-            if url not in asset.urls:
-                problems.append(f"s3tokenizer downloads {url}, which the manifest does not list")
-            findings.append(
-                Finding("s3tokenizer", asset.name, not problems, "; ".join(problems) or "matches")
-            )
-        elif kind == "tiktoken" and tk_table is not None:
-            canonical = asset.canonical_url()
-            if canonical not in tk_table:
-                findings.append(Finding("tiktoken", asset.name, False, f"{canonical} is not in its table"))
-                continue
-            expected = tk_table[canonical]
-            ok = expected == asset.sha256
-            detail = "matches" if ok else f"sha256 {asset.sha256} in the manifest, {expected} in tiktoken"
-            findings.append(Finding("tiktoken", asset.name, ok, detail))
+        consumer = owner(asset.path, consumers)
+        finding = consumer.check_entry(asset) if consumer else None
+        if finding is not None:
+            findings.append(finding)
     return findings
 
 
-def s3tokenizer_root() -> Path:
-    """Return where ``s3tokenizer.load_model`` looks, resolved as it resolves it."""
-    default = os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(os.path.abspath(os.path.join(os.getenv("XDG_CACHE_HOME", default), "s3tokenizer")))
+def serve_records(
+    consumers: Sequence[Consumer], files: Sequence[BakedFile], extra: Sequence[tuple[str, ...]] = ()
+) -> list[tuple[str, ...]]:
+    """Return every record of ``bake.serve``, in the order the format fixes.
 
-
-def harmony_cache_dir() -> Path:
-    """Return where openai-harmony (tiktoken-rs) looks for vocab files."""
-    configured = os.environ.get("TIKTOKEN_RS_CACHE_DIR")
-    return Path(configured) if configured else Path(tempfile.gettempdir()) / "tiktoken-rs-cache"
-
-
-def tiktoken_cache_dir() -> Path | None:
-    """Return where tiktoken looks for vocab files; None when caching is disabled."""
-    for var in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
-        if var in os.environ:
-            return Path(os.environ[var]) if os.environ[var] else None
-    return Path(tempfile.gettempdir()) / "data-gym-cache"
-
-
-def _check_lookup(consumer: str, name: str, lookup: Path, expected: str, *, hash_it: bool) -> Finding:
-    if not lookup.is_file():
-        seen = (
-            "a dangling link" if lookup.is_symlink() else "nothing" if not lookup.exists() else "not a file"
-        )
-        return Finding(consumer, name, False, f"looks at {lookup}, finds {seen}; it would download")
-    if hash_it:
-        actual = sha256_file(lookup)
-        if actual != expected:
-            return Finding(
-                consumer, name, False, f"{lookup} has sha256 {actual}, expected {expected}; it would download"
-            )
-    return Finding(consumer, name, True, f"{lookup} is served")
-
-
-def doctor(assets_root: Path, baked: list[LockedFile]) -> list[Finding]:
-    """Check, offline, that each installed consumer accepts the baked file where it will look.
-
-    Returns one finding per (consumer, baked file); an empty list when no consumer is installed.
+    Only consumers that own a file get ``loc`` records: a consumer with nothing
+    baked leaves its locations alone. ``extra`` holds the records of a layout of
+    its own (the Hub's, from ``bake.hub.layout``), merged into the same order.
     """
+    locs, served, links = [], [], []
+    for consumer in sorted(consumers, key=lambda c: c.name):
+        owned = sorted((f for f in files if consumer.owns(f.path)), key=lambda f: f.path)
+        if not owned:
+            continue
+        for record in consumer.serve_records(owned):
+            {"loc": locs, "file": served, "link": links}[record[0]].append(record)
+    for record in extra:
+        {"loc": locs, "file": served, "link": links}[record[0]].append(record)
+    return locs + sorted(served, key=lambda r: (r[1], r[3])) + sorted(links, key=lambda r: (r[1], r[2]))
+
+
+def serve_text(
+    consumers: Sequence[Consumer], files: Sequence[BakedFile], extra: Sequence[tuple[str, ...]] = ()
+) -> str:
+    """Return ``bake.serve`` (v1, see SERVE_FORMAT): TAB-separated records under a header line."""
+    records = serve_records(consumers, files, extra)
+    return SERVE_HEADER + "\n" + "".join("\t".join(r) + "\n" for r in records)
+
+
+def declared_from_serve(text: str) -> list[Consumer]:
+    """Rebuild the declared consumers (their ``$VAR``/``${VAR:-D}/SUB`` locations) from ``bake.serve``.
+
+    The image holds no manifest; doctor learns the declared consumers here.
+    """
+    builtin = {c.name for c in BUILTINS}
+    found: dict[str, list[Location]] = {}
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if fields[0] != "loc" or len(fields) != 7 or fields[2] in builtin or fields[2] == "-":
+            continue
+        _, _, name, mode, var, sub, fallback = fields
+        if fallback.startswith("@"):
+            continue  # a chained location belongs to a built-in with its own layout
+        found.setdefault(name, []).append(Location(var, sub, None if mode == "export" else fallback))
+    return [Consumer(name, locs) for name, locs in found.items()]
+
+
+def doctor(
+    root: Path,
+    baked: Sequence[BakedFile],
+    consumers: Sequence[Consumer] = BUILTINS,
+    environ: Mapping[str, str] | None = None,
+) -> list[Finding]:
+    """Check, offline, that each consumer accepts the baked file where it will look.
+
+    Returns the findings of every consumer that owns a baked file and whose
+    library is installed (declared consumers are always checked).
+    """
+    env = os.environ if environ is None else environ
     findings = []
-    s3_table = s3tokenizer_table()
-    harmony = _installed("openai-harmony")
-    tiktoken = _installed("tiktoken")
-    for entry in baked:
-        parts = PurePosixPath(entry.path).parts
-        if parts[0] == "s3tokenizer" and s3_table is not None:
-            model = PurePosixPath(entry.path).stem
-            table_sha = s3_table.get(model, ("", ""))[1]
-            if table_sha != entry.sha256:
-                findings.append(
-                    Finding(
-                        "s3tokenizer",
-                        entry.path,
-                        False,
-                        f"its table expects sha256 {table_sha or '(no entry)'}, "
-                        f"the baked file is {entry.sha256}; it would re-download",
-                    )
-                )
-                continue
-            lookup = s3tokenizer_root() / parts[-1]
-            # A link to the baked file is already proven by the lock; anything else is hashed.
-            same = lookup.exists() and lookup.resolve() == (assets_root / entry.path).resolve()
-            findings.append(_check_lookup("s3tokenizer", entry.path, lookup, entry.sha256, hash_it=not same))
-        elif parts[0] == "tiktoken":
-            if harmony is not None:
-                lookup = harmony_cache_dir() / parts[-1]
-                findings.append(
-                    _check_lookup("openai-harmony", entry.path, lookup, entry.sha256, hash_it=True)
-                )
-            if tiktoken is not None:
-                cache = tiktoken_cache_dir()
-                if cache is None:
-                    findings.append(
-                        Finding(
-                            "tiktoken",
-                            entry.path,
-                            False,
-                            "TIKTOKEN_CACHE_DIR is empty: caching off, it downloads",
-                        )
-                    )
-                else:
-                    findings.append(
-                        _check_lookup("tiktoken", entry.path, cache / parts[-1], entry.sha256, hash_it=True)
-                    )
+    for consumer in consumers:
+        owned = [f for f in baked if consumer.owns(f.path)]
+        if owned:
+            findings += consumer.doctor(root, owned, env)
     return findings

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bake.errors import ContextDirty, GitError, UsageError
+from bake.text import escape
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class ContextReport:
 
     root: Path
     untracked: tuple[str, ...]
+    hidden: tuple[str, ...] = ()  # entries git status skips that differ; only under ``export``
 
 
 @dataclass(frozen=True)
@@ -88,11 +90,15 @@ class _Change:
         return None
 
 
-def check_context(directory: Path, *, strict: bool = False) -> ContextReport:
+def check_context(directory: Path, *, strict: bool = False, export: bool = False) -> ContextReport:
     """Check that the index and the working tree of DIRECTORY's repository hold HEAD's content.
 
     Mode-only changes (the executable bit) pass, staged or not. Returns the repository top level
     and the untracked files that neither git ignores nor ``.dockerignore`` excludes.
+
+    Entries git's own diff does not look at (flagged skip-worktree or assume-unchanged, or
+    passed through a clean filter) are compared by content, as checkout would write them. With
+    ``export`` they only warn, since an export takes HEAD's bytes, and are returned as ``hidden``.
 
     Raises ContextDirty (exit 1) when tracked content differs, or with ``strict`` when untracked
     files would enter the context; its message is a reason line, then at most 50 lines in
@@ -116,10 +122,22 @@ def check_context(directory: Path, *, strict: bool = False) -> ContextReport:
     if quiet.returncode == 1:
         listing = _git(repo.root, [*_IGNORE_FILEMODE, "diff", *_LIST_OPTS, "--"], "working-tree listing")
         unstaged = _changes(listing)
-    if staged or quiet.returncode == 1:
-        raise ContextDirty(_dirty_message(repo, staged, unstaged, unstaged_found=quiet.returncode == 1))
-
     untracked = _untracked(repo.root)
+    hidden = _hidden_changes(repo)
+    if hidden and export:
+        log.warning(
+            "warning: %d tracked file(s) differ from HEAD behind git's back (%s); --export takes "
+            "HEAD's bytes, so they stay out of the build",
+            len(hidden),
+            ", ".join(_display(c.paths[0]) for c in hidden[:LISTING_LIMIT]),
+        )
+    elif hidden:
+        unstaged += hidden
+    if staged or quiet.returncode == 1 or (hidden and not export):
+        raise ContextDirty(
+            _dirty_message(repo, staged, unstaged, unstaged_found=bool(unstaged) or quiet.returncode == 1)
+        )
+
     if strict and untracked:
         shown = "\n".join(untracked[:LISTING_LIMIT])
         raise ContextDirty(
@@ -127,7 +145,7 @@ def check_context(directory: Path, *, strict: bool = False) -> ContextReport:
             f"(--strict){_first_shown(len(untracked))}; commit them, remove them, or exclude them "
             f"in .gitignore or .dockerignore\n{shown}"
         )
-    return ContextReport(root=repo.root, untracked=tuple(untracked))
+    return ContextReport(root=repo.root, untracked=tuple(untracked), hidden=tuple(c.paths[0] for c in hidden))
 
 
 def export_context(directory: Path, out: Path) -> Path:
@@ -239,6 +257,68 @@ def _verify_index_checksum(repo: _Repo) -> None:
     )
 
 
+def _hidden_changes(repo: _Repo) -> list[_Change]:
+    """Return the index entries git's diff trusts without reading whose bytes differ from checkout's.
+
+    Those are the entries flagged skip-worktree or assume-unchanged (``git ls-files -v`` tags
+    them ``S`` or lower case), and those with a ``filter`` attribute, whose clean command decides
+    what git's diff sees. Each one's working-tree bytes are compared with
+    ``git cat-file --filters``, the bytes checkout would write.
+    """
+    listing = _git(repo.root, ["ls-files", "-v", "-s", "-z"], "hidden-entry listing").stdout
+    entries = {}  # path -> (tag, mode, blob) for stage-0 entries
+    for record in listing.split(b"\0"):
+        if record:
+            meta, _, raw_path = record.partition(b"\t")
+            tag, mode, blob, stage = meta.decode().split()
+            if stage == "0" and mode != "160000":  # submodules are the submodule's business
+                entries[os.fsdecode(raw_path)] = (tag, mode, blob)
+    flagged = {p for p, (tag, _, _) in entries.items() if tag == "S" or tag.islower()}
+    candidates = sorted(flagged | _filtered(repo.root, list(entries)))
+    changes = []
+    for path in candidates:
+        tag, mode, blob = entries[path]
+        why = "skip-worktree" if tag in "Ss" else "assume-unchanged" if tag.islower() else "clean filter"
+        if _worktree_digest(repo.root / path, mode) != _checkout_digest(repo.root, path, blob):
+            changes.append(_Change(mode, mode, blob, "0" * len(blob), f"M ({why})", (path,)))
+    return changes
+
+
+def _filtered(root: Path, paths: list[str]) -> set[str]:
+    """Return the paths whose ``filter`` attribute is set, from one ``git check-attr --stdin``."""
+    if not paths:
+        return set()
+    stdin = b"".join(os.fsencode(p) + b"\0" for p in paths)
+    proc = _git(root, ["check-attr", "-z", "--stdin", "filter"], "filter-attribute listing", stdin=stdin)
+    fields = proc.stdout.split(b"\0")
+    return {
+        os.fsdecode(fields[i])
+        for i in range(0, len(fields) - 2, 3)
+        if fields[i + 2] not in (b"unspecified", b"unset")
+    }
+
+
+def _worktree_digest(path: Path, mode: str) -> str | None:
+    """The sha256 of a working-tree entry (a link's target for mode 120000); None when it is absent."""
+    digest = hashlib.sha256()
+    try:
+        if mode == "120000":
+            digest.update(os.fsencode(os.readlink(path)))
+        else:
+            with path.open("rb") as fh:
+                while block := fh.read(_CHUNK):
+                    digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _checkout_digest(root: Path, path: str, blob: str) -> str:
+    """The sha256 of the bytes checkout would write for BLOB at PATH (smudge filter and eol applied)."""
+    proc = _git(root, ["cat-file", "--filters", f"--path={path}", blob], f"checkout view of {_display(path)}")
+    return hashlib.sha256(proc.stdout).hexdigest()
+
+
 def _untracked(root: Path) -> list[str]:
     proc = _git(root, ["ls-files", "--others", "--exclude-standard", "-z"], "untracked listing")
     patterns = _read_dockerignore(root / ".dockerignore")
@@ -286,8 +366,7 @@ def _changes(proc: subprocess.CompletedProcess[bytes]) -> list[_Change]:
 
 def _display(name: str) -> str:
     """Return a file name safe to print: undecodable bytes and control characters escaped."""
-    text = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+    return escape(name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -307,11 +386,14 @@ def _git(
     env: dict[str, str] | None = None,
     umask: int = -1,
     hint: str = _GIT_HINT,
+    stdin: bytes = b"",
 ) -> subprocess.CompletedProcess[bytes]:
     """Run git; any return code outside OK (a negative one is a signal) raises GitError naming CHECK."""
     cmd = ["git", *args]
     try:
-        proc = subprocess.run(cmd, cwd=cwd, env=env or _env(), capture_output=True, umask=umask, check=False)
+        proc = subprocess.run(
+            cmd, cwd=cwd, env=env or _env(), input=stdin, capture_output=True, umask=umask, check=False
+        )
     except OSError as exc:
         raise GitError(
             f"{check} failed in {cwd}: cannot run git ({exc.strerror}); install git or put it on PATH"

@@ -6,12 +6,17 @@ import hashlib
 import ipaddress
 import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
+from bake import consumers
 from bake.errors import ManifestError
 from bake.hashes import SHA256_HEX
+from bake.hub import schema as hub_schema
+from bake.text import escape, has_control
 
 DEFAULT_MANIFEST = "docker/assets.toml"
 
@@ -20,7 +25,32 @@ _REQUIRED_KEYS = ("name", "path", "sha256", "urls")
 
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Root names bake writes itself, beside the assets.
+RESERVED_ROOT_NAMES = ("SHA256SUMS", "bake.lock.json", consumers.SERVE_NAME)
 SCHEMES = ("https", "http", "file", "hf")
+
+# The contract's bound on a manifest, checked before a byte is parsed.
+MAX_MANIFEST_BYTES = 32 * 1024 * 1024
+# Arrays, inline tables and dotted keys nest this deep at most. The schema needs a
+# few levels; the bound keeps the parser's recursion, and its cost per dotted-key
+# level, small.
+MAX_DEPTH = 32
+# A path component leaves room for the staging name bake puts beside it
+# (".NAME.bake-staging.HOST.PID.N", HOST up to 64 bytes) within NAME_MAX, 255 bytes.
+MAX_COMPONENT_BYTES = 255 - 100
+# A whole asset path stays far below PATH_MAX (4096), whatever --dest is put before it.
+MAX_PATH_BYTES = 1024
+# Outside strings and comments: brackets that open or close a level, dots that add
+# one, and line ends. Strings and comments are matched whole, so their text is skipped.
+_DEPTH_TOKENS = re.compile(
+    # Each string form is an unrolled loop (runs of plain characters between
+    # escapes), which the regex engine scans without per-character backtracking.
+    r'"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"""|'
+    r"'''[^']*(?:'(?!'')[^']*)*'''|"
+    r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"|'
+    r"'[^'\n]*'|#[^\n]*|[\[\]{}.\n]",
+    re.DOTALL,
+)
 
 
 @dataclass(frozen=True)
@@ -33,10 +63,33 @@ class Asset:
     urls: tuple[str, ...]
     size: int | None = None
     groups: tuple[str, ...] = ()
+    # For a [[hub]] blob: the repository files it backs (bake.hub.schema); not part of equality.
+    hub: hub_schema.HubBlob | None = dataclass_field(default=None, compare=False, repr=False)
 
     def canonical_url(self) -> str | None:
         """Return the first ``https://`` URL, the one consumers derive cache names from."""
         return next((u for u in self.urls if u.startswith("https://")), None)
+
+
+class Assets(list):
+    """A manifest's assets in file order, carrying the consumers it declares with ``[[consumer]]``.
+
+    A list, so every caller that iterates assets is unchanged; the declared
+    consumers travel with it through ``select`` to the digest and to ``seal``.
+    """
+
+    def __init__(self, items: Iterable[Asset] = (), declared: Iterable[consumers.Consumer] = ()) -> None:
+        super().__init__(items)
+        self.declared: tuple[consumers.Consumer, ...] = tuple(declared)
+
+    def consumers(self) -> tuple[consumers.Consumer, ...]:
+        """Return the whole consumer table for this manifest: built-ins, then the declared ones."""
+        return consumers.table(self.declared)
+
+
+def declared_consumers(assets: Iterable[Asset]) -> tuple[consumers.Consumer, ...]:
+    """Return the consumers a manifest declared (none for a plain list of assets)."""
+    return getattr(assets, "declared", ())
 
 
 def is_loopback_host(host: str | None) -> bool:
@@ -71,6 +124,11 @@ def check_url(url: str, *, allow_http: bool, where: str) -> None:
     URL never reaches it.
     """
     shown = redact_url(url)
+    if has_control(url):
+        raise ManifestError(
+            f"{where}: url {shown!r} holds a control character (a tab, a line break...); "
+            "write it percent-encoded, for example %0A for a newline"
+        )
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - the property raises for a port out of range
@@ -96,7 +154,12 @@ def check_url(url: str, *, allow_http: bool, where: str) -> None:
 def _check_path(path: object, where: str) -> str:
     if not isinstance(path, str) or not path:
         raise ManifestError(f"{where}: 'path' must be a non-empty string, got {path!r}")
-    if "\\" in path or "\x00" in path:
+    if has_control(path):
+        raise ManifestError(
+            f"{where}: path {path!r} holds control characters; SHA256SUMS and the logs are "
+            "line-based, so a path must be printable: rename the file"
+        )
+    if "\\" in path:
         raise ManifestError(f"{where}: path {path!r} must be a POSIX path without backslashes")
     pure = PurePosixPath(path)
     if pure.is_absolute():
@@ -106,40 +169,49 @@ def _check_path(path: object, where: str) -> str:
             f"{where}: path {path!r} must be a normalised relative path with no '..' "
             f"(expected something like {pure.as_posix().lstrip('./') or 'dir/file'!r})"
         )
-    if pure.name in ("SHA256SUMS", "bake.lock.json") and len(pure.parts) == 1:
+    if path == ".":
+        raise ManifestError(f"{where}: path '.' is --dest itself; give a file path such as 'dir/file'")
+    _check_path_length(path, where)
+    if pure.name in RESERVED_ROOT_NAMES and len(pure.parts) == 1:
         raise ManifestError(f"{where}: path {path!r} is reserved for bake's own index files")
     return path
 
 
-def _check_consumer_rules(asset: Asset, where: str) -> None:
-    """Enforce the naming rules the consumer libraries impose on their cache files."""
-    parts = PurePosixPath(asset.path).parts
-    if parts[0] == "tiktoken":
-        canonical = asset.canonical_url()
-        if canonical is None:
-            raise ManifestError(
-                f"{where}: a tiktoken/ asset needs an https:// url; its cache name is "
-                "the SHA-1 of that canonical url"
-            )
-        expected = "tiktoken/" + hashlib.sha1(canonical.encode()).hexdigest()
-        if asset.path != expected:
-            raise ManifestError(
-                f"{where}: path {asset.path!r} is not the SHA-1 of its canonical url "
-                f"{canonical!r}; expected path {expected!r}"
-            )
-    elif parts[0] == "s3tokenizer" and (
-        len(parts) != 2 or not parts[1].endswith(".onnx") or parts[1] == ".onnx"
+def _check_groups(groups: object, where: str) -> list[str]:
+    if not isinstance(groups, list) or not all(
+        isinstance(g, str) and g and not has_control(g) for g in groups
     ):
         raise ManifestError(
-            f"{where}: path {asset.path!r} must be s3tokenizer/<model>.onnx, "
-            "the name s3tokenizer.load_model() looks for"
+            f"{where}: groups must be a list of names without control characters, got {groups!r}"
         )
+    return groups
 
 
-def parse_asset(raw: object, index: int, *, allow_http: bool = False) -> Asset:
+def _check_path_length(path: str, where: str) -> None:
+    """Refuse a path the filesystem could not hold, with bake's staging name beside it."""
+    if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+        raise ManifestError(
+            f"{where}: path {path[:64]!r}... is longer than {MAX_PATH_BYTES} bytes; choose a shorter path"
+        )
+    for part in PurePosixPath(path).parts:
+        if len(part.encode("utf-8", "surrogatepass")) > MAX_COMPONENT_BYTES:
+            raise ManifestError(
+                f"{where}: path component {part[:64]!r}... is longer than {MAX_COMPONENT_BYTES} bytes "
+                "(NAME_MAX is 255, and bake's staging name adds to it); choose a shorter name"
+            )
+
+
+def parse_asset(
+    raw: object,
+    index: int,
+    *,
+    allow_http: bool = False,
+    table: Sequence[consumers.Consumer] = consumers.BUILTINS,
+) -> Asset:
     """Validate one ``[[asset]]`` table and return it as an Asset.
 
-    Raises ManifestError naming the asset and the broken rule.
+    The owning consumer in ``table`` (if any) checks its naming rule. Raises
+    ManifestError naming the asset and the broken rule.
     """
     if not isinstance(raw, dict):
         raise ManifestError(f"asset #{index + 1}: expected a table, got {type(raw).__name__}")
@@ -172,9 +244,7 @@ def parse_asset(raw: object, index: int, *, allow_http: bool = False) -> Asset:
     size = raw.get("size")
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
         raise ManifestError(f"{where}: size must be a non-negative integer, got {size!r}")
-    groups = raw.get("groups", [])
-    if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
-        raise ManifestError(f"{where}: groups must be a list of names, got {groups!r}")
+    groups = _check_groups(raw.get("groups", []), where)
     asset = Asset(
         name=name,
         path=_check_path(raw["path"], where),
@@ -183,38 +253,90 @@ def parse_asset(raw: object, index: int, *, allow_http: bool = False) -> Asset:
         size=size,
         groups=tuple(groups),
     )
-    _check_consumer_rules(asset, where)
+    owner = consumers.owner(asset.path, table)
+    if owner is not None:
+        owner.check_path(asset, where)
     return asset
 
 
+def _check_bounds(text: str, source: str) -> None:
+    """Refuse a manifest too large or nested too deep, before the TOML parser sees it.
+
+    A dot outside strings counts as a level for the rest of its line (dotted keys;
+    a float's dot only makes the bound stricter), and brackets count until closed.
+    A lexer this coarse is enough: it only has to bound the work, tomllib still
+    judges the syntax.
+    """
+    if len(text) > MAX_MANIFEST_BYTES:
+        raise ManifestError(
+            f"{source}: {len(text)} characters, more than the {MAX_MANIFEST_BYTES // 2**20} MiB "
+            "a manifest may hold; split it, or pin fewer files"
+        )
+    brackets = dots = 0
+    for token in _DEPTH_TOKENS.finditer(text):
+        char = token.group()
+        if char in "[{":
+            brackets += 1
+        elif char in "]}":
+            brackets = max(brackets - 1, 0)
+        elif char == ".":
+            dots += 1
+        elif char == "\n":
+            dots = 0
+        if brackets + dots > MAX_DEPTH:
+            line = text.count("\n", 0, token.start()) + 1
+            raise ManifestError(
+                f"{source}: line {line}: tables, arrays or dotted keys nested more than {MAX_DEPTH} "
+                "levels deep; a manifest needs only a few, so this file is not a manifest"
+            )
+
+
 def _load_toml(text: str, source: str) -> dict:
+    _check_bounds(text, source)
     try:
         import tomllib  # novermin - Python 3.10 falls back to the vendored tomli
     except ModuleNotFoundError:
         from bake._vendor import tomli as tomllib
     try:
         return tomllib.loads(text)
+    except RecursionError:  # a nesting the coarse bound above misjudged; never a traceback
+        raise ManifestError(
+            f"{source}: nested too deep to parse; a manifest needs only a few levels"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
-        raise ManifestError(f"{source}: not valid TOML: {exc}; fix the line named") from None
+        raise ManifestError(f"{source}: not valid TOML: {escape(str(exc))}; fix the line named") from None
 
 
-def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = False) -> list[Asset]:
-    """Parse manifest text and return its assets in file order.
+def _array_of_tables(data: dict, key: str, source: str) -> list:
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise ManifestError(f"{source}: {key!r} must be an array of tables written [[{key}]], not [{key}]")
+    return value
 
-    Raises ManifestError for any broken rule, naming the asset.
+
+def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = False) -> Assets:
+    """Parse manifest text and return its assets in file order, with the consumers it declares.
+
+    Raises ManifestError for any broken rule, naming the asset or consumer.
     """
     data = _load_toml(text, source)
-    extra = sorted(set(data) - {"asset"})
+    extra = sorted(set(data) - {"asset", "consumer", "hub"})
     if extra:
         raise ManifestError(
-            f"{source}: unknown top-level key(s) {', '.join(extra)}; only [[asset]] tables are allowed"
+            f"{source}: unknown top-level key(s) {', '.join(extra)}; "
+            "only [[asset]], [[consumer]] and [[hub]] tables are allowed"
         )
-    raw_assets = data.get("asset")
-    if raw_assets is not None and not isinstance(raw_assets, list):
-        raise ManifestError(f"{source}: 'asset' must be an array of tables written [[asset]], not [asset]")
-    if not raw_assets:
+    declared = [
+        consumers.parse_consumer(raw, i) for i, raw in enumerate(_array_of_tables(data, "consumer", source))
+    ]
+    table = consumers.table(declared)
+    raw_assets = _array_of_tables(data, "asset", source)
+    hub_entries = hub_schema.parse_entries(data.get("hub"), source)
+    if not raw_assets and not hub_entries:
         raise ManifestError(f"{source}: no [[asset]] tables found; a manifest lists at least one asset")
-    assets = [parse_asset(raw, i, allow_http=allow_http) for i, raw in enumerate(raw_assets)]
+    assets = [parse_asset(raw, i, allow_http=allow_http, table=table) for i, raw in enumerate(raw_assets)]
+    hub_schema.check_reserved(assets, declared)  # hub/ belongs to [[hub]] entries
+    assets += [Asset(**fields) for fields in hub_schema.blob_fields(hub_entries)]
     for field in ("name", "path"):
         seen: dict[str, str] = {}
         for asset in assets:
@@ -225,7 +347,7 @@ def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = 
                 )
             seen[key] = asset.name
     _check_path_prefixes(assets)
-    return assets
+    return Assets(assets, declared)
 
 
 def _check_path_prefixes(assets: list[Asset]) -> None:
@@ -240,26 +362,36 @@ def _check_path_prefixes(assets: list[Asset]) -> None:
                 )
 
 
-def load_manifest(path: str | Path, *, allow_http: bool = False) -> list[Asset]:
+def load_manifest(path: str | Path, *, allow_http: bool = False) -> Assets:
     """Read and validate a manifest file. Raises ManifestError."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            # One byte past the bound shows an oversized file without reading all of it.
+            data = f.read(MAX_MANIFEST_BYTES + 1)
     except OSError as exc:
         raise ManifestError(f"manifest {str(path)!r}: cannot read it: {exc.strerror or exc}") from None
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ManifestError(
+            f"manifest {str(path)!r}: larger than the {MAX_MANIFEST_BYTES // 2**20} MiB a manifest "
+            "may hold; split it, or pin fewer files"
+        )
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ManifestError(f"manifest {str(path)!r}: not UTF-8 text") from None
     return parse_manifest(text, source=str(path), allow_http=allow_http)
 
 
-def select(assets: list[Asset], groups: list[str] | tuple[str, ...] = ()) -> list[Asset]:
-    """Return the assets a consumer asked for.
+def select(assets: Sequence[Asset], groups: Sequence[str] = ()) -> Assets:
+    """Return the assets a consumer asked for, with the manifest's declared consumers.
 
     With no groups, every asset. Otherwise the assets in any named group plus
     the shared assets that name no group. Raises ManifestError for a group no
     asset names.
     """
+    declared = declared_consumers(assets)
     if not groups:
-        return list(assets)
+        return Assets(assets, declared)
     known = {g for a in assets for g in a.groups}
     unknown = [g for g in groups if g not in known]
     if unknown:
@@ -268,20 +400,27 @@ def select(assets: list[Asset], groups: list[str] | tuple[str, ...] = ()) -> lis
             f"known groups: {', '.join(sorted(known)) or 'none'}"
         )
     wanted = set(groups)
-    return [a for a in assets if not a.groups or wanted & set(a.groups)]
+    return Assets((a for a in assets if not a.groups or wanted & set(a.groups)), declared)
 
 
-def manifest_digest(assets: list[Asset]) -> str:
+def manifest_digest(assets: Sequence[Asset]) -> str:
     """Return the sha256 of the canonical JSON of the selected assets' path, size and sha256.
 
     It is computed from the manifest alone (a missing size is ``null``), so a
-    build can name the content before fetching anything.
+    build can name the content before fetching anything. Declared consumers
+    change what ``seal`` writes, so they are covered too; a manifest without
+    ``[[consumer]]`` keeps the digest it always had.
     """
     entries = sorted(
         ({"path": a.path, "sha256": a.sha256, "size": a.size} for a in assets),
         key=lambda e: e["path"],
     )
-    canonical = json.dumps(entries, sort_keys=True, separators=(",", ":"))
+    declared = sorted((c.declaration() for c in declared_consumers(assets)), key=lambda d: d["name"])
+    hub = hub_schema.digest_records(assets)
+    extras = {"consumers": declared} if declared else {}
+    extras |= {"hub": hub} if hub else {}
+    doc = {"assets": entries, **extras} if extras else entries
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

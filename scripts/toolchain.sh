@@ -17,6 +17,9 @@ STANDIN=local/rocm-standin
 STANDIN_REMOTE="$REGISTRY/rocm-standin"
 DEBIAN_SOURCES=/etc/apt/sources.list.d/debian.sources
 APT_PINS=/etc/apt/preferences.d/bake-docker
+# The engine's settings (no bridge, no iptables, the network-host entitlement), shared with
+# scripts/bench.py's second engine.
+DOCKERD_CONFIG="$(cd "$(dirname "$0")" && pwd)/dockerd.json"
 # dockerd and debootstrap live in sbin, which a non-login PATH may lack.
 PATH="$PATH:/usr/sbin:/sbin"
 
@@ -228,11 +231,10 @@ _start_engine() {
 		command -v dockerd >/dev/null || _die "dockerd not found: run '$0 up' as root so it can install docker.io."
 		rm -f "$pidfile"
 		config="$BAKE_RUN_DIR/dockerd.json"
-		# Bake targets in tests build with network=host; the engine must grant it.
-		_write_if_changed "$config" '{"builder": {"entitlements": {"network-host": true}}}'
 		# No bridge: containers get --network none or host, and nothing reaches a private range.
-		_spawn "$pidfile" "$BAKE_RUN_DIR/dockerd.log" \
-			dockerd --bridge=none --iptables=false --ip6tables=false --config-file "$config"
+		# Bake targets in tests build with network=host; the engine must grant it.
+		_write_if_changed "$config" "$(cat "$DOCKERD_CONFIG")"
+		_spawn "$pidfile" "$BAKE_RUN_DIR/dockerd.log" dockerd --config-file "$config"
 		_log "started dockerd (log: $BAKE_RUN_DIR/dockerd.log)"
 	fi
 	_wait_for "$pidfile" dockerd 60 "$BAKE_RUN_DIR/dockerd.log" _engine_answers

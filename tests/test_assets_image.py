@@ -6,9 +6,13 @@ The real thing (a registry, a wiped builder, a second bake file) runs in scripts
 
 from __future__ import annotations
 
+import base64
 import json
+import subprocess
 import sys
 import textwrap
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,8 +22,19 @@ from bake.assets_image import AssetsImage, check_repo, exists, resolve
 from bake.build import run_build
 from bake.errors import BuildError, UsageError
 from bake.manifest import load_manifest, manifest_digest, select
+from tests.image import fail_or_skip
 from tests.isolation import isolate_git
-from tests.runners import git
+from tests.registries import (
+    PASSWORD,
+    REGISTRY,
+    USER,
+    AnsweringRegistry,
+    AuthRegistry,
+    free_port,
+    has_manifest,
+    push_manifest,
+)
+from tests.runners import bake, git
 
 REPO = "127.0.0.1:5000/bake-assets"
 SHA_A = "a" * 64
@@ -56,14 +71,6 @@ if args[:2] == ["buildx", "bake"] and "--print" in args:
     if not definition.exists():
         sys.exit("ERROR: failed to find target definitions")
     sys.stdout.write(definition.read_text())
-elif args[:3] == ["buildx", "imagetools", "inspect"]:
-    registry = (state / "registry").read_text()
-    if registry == "present":
-        print("{}")
-    elif registry == "absent":
-        sys.exit(f"ERROR: {args[-1]}: not found")
-    else:
-        sys.exit("ERROR: dial tcp 127.0.0.1:5000: connect: connection refused")
 elif args[:2] == ["buildx", "bake"]:
     publishing = any(a.endswith(".output=type=image,push=true") for a in args)
     sys.exit(int((state / "publish-exit").read_text()) if publishing else 0)
@@ -80,9 +87,6 @@ class FakeDocker:
 
     def define(self, targets: dict[str, dict]) -> None:
         (self.state / "definition.json").write_text(json.dumps({"target": targets}))
-
-    def registry(self, answer: str) -> None:
-        (self.state / "registry").write_text(answer)
 
     def publish_exit(self, code: int) -> None:
         (self.state / "publish-exit").write_text(str(code))
@@ -225,18 +229,115 @@ def test_a_definition_bake_cannot_print_is_a_build_error(project: Path, docker: 
 # ---- the registry --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("answer", "present"), [("present", True), ("absent", False)])
-def test_the_registry_answer_decides(docker: FakeDocker, answer: str, present: bool) -> None:
-    docker.registry(answer)
-    assert exists(f"{REPO}:{SHA_A}") is present
-    assert docker.calls() == [["buildx", "imagetools", "inspect", "--raw", f"{REPO}:{SHA_A}"]]
+@pytest.fixture(scope="module")
+def engine() -> None:
+    """The Docker engine the registry questions go through (DOCKER_HOST from scripts/toolchain.sh env)."""
+    import docker
+
+    try:
+        docker.from_env().ping()
+    except Exception as exc:  # any reason the engine cannot answer
+        fail_or_skip(f"no Docker engine answers ({exc}); run `scripts/toolchain.sh up` and eval its env")
 
 
-def test_a_registry_that_cannot_answer_is_a_build_error_not_a_missing_image(docker: FakeDocker) -> None:
-    docker.registry("down")
+@pytest.fixture
+def registry_repo(engine: None) -> str:
+    """A repository of its own on the toolchain's registry, empty at first."""
+    return f"{REGISTRY}/bake-test/assets-image-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def docker_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty DOCKER_CONFIG: no `docker login` of the machine leaks in."""
+    config = tmp_path / "docker-config"
+    config.mkdir()
+    monkeypatch.setenv("DOCKER_CONFIG", str(config))
+    return config
+
+
+def test_the_registry_answer_decides(registry_repo: str) -> None:
+    ref = f"{registry_repo}:{SHA_A}"
+    assert exists(ref) is False
+    push_manifest(ref)
+    assert exists(ref) is True
+    assert exists(f"{registry_repo}:{SHA_B}") is False, "another tag of a known repository is missing too"
+
+
+def test_a_registry_that_cannot_answer_is_a_build_error_not_a_missing_image(engine: None) -> None:
+    ref = f"127.0.0.1:{free_port()}/bake-assets:{SHA_A}"
     with pytest.raises(BuildError, match="connection refused") as caught:
-        exists(f"{REPO}:{SHA_A}")
-    assert f"{REPO}:{SHA_A}" in str(caught.value)
+        exists(ref)
+    assert ref in str(caught.value) and "reachable" in str(caught.value)
+
+
+def _errors(code: str, message: str) -> dict:
+    return {"errors": [{"code": code, "message": message}]}
+
+
+# id -> (what the registry answers, what the message must say)
+ODD_ANSWERS = {
+    "rate limit": (dict(status=429, body=_errors("TOOMANYREQUESTS", "slow down")), "rate-limiting"),
+    "denied": (
+        dict(status=403, body=_errors("DENIED", "requested access to the resource is denied")),
+        "denies",
+    ),
+    "token endpoint answers 404": (dict(status=200, bearer=True, token_status=404), "no definite answer"),
+    "token endpoint answers 500": (dict(status=200, bearer=True, token_status=500), "no definite answer"),
+    "not a registry: 404 everywhere": (dict(status=404), "no definite answer"),
+    "server error": (dict(status=503), "no definite answer"),
+}
+
+
+@pytest.mark.parametrize(("answer", "says"), ODD_ANSWERS.values(), ids=ODD_ANSWERS.keys())
+def test_only_a_definite_answer_means_missing(
+    engine: None, docker_config: Path, answer: dict, says: str
+) -> None:
+    with AnsweringRegistry(**answer) as registry:
+        ref = f"{registry.host}/bake-assets:{SHA_A}"
+        with pytest.raises(BuildError) as caught:
+            exists(ref)
+    assert says in str(caught.value) and ref in str(caught.value)
+
+
+@pytest.fixture
+def auth_registry(engine: None, tmp_path: Path) -> Iterator[AuthRegistry]:
+    """A second registry, with htpasswd auth, that answers 401 to anyone not logged in (as Docker Hub)."""
+    root = tmp_path / "auth-registry"
+    root.mkdir()
+    try:
+        registry = AuthRegistry(root).__enter__()
+    except FileNotFoundError as exc:
+        fail_or_skip(str(exc))
+    yield registry
+    registry.__exit__()
+
+
+def docker_login(host: str, password: str = PASSWORD) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["docker", "login", "--username", USER, "--password-stdin", host],
+        input=password, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_a_registry_that_wants_a_login_says_so(auth_registry: AuthRegistry, docker_config: Path) -> None:
+    ref = f"{auth_registry.host}/bake-assets:{SHA_A}"
+    with pytest.raises(BuildError) as caught:
+        exists(ref)
+    assert f"docker login {auth_registry.host}" in str(caught.value)
+    assert docker_login(auth_registry.host, "wrong").returncode != 0
+    assert docker_login(auth_registry.host).returncode == 0
+    assert exists(ref) is False
+    push_manifest(ref, (USER, PASSWORD))
+    assert exists(ref) is True
+
+
+def test_refused_credentials_are_an_auth_failure(auth_registry: AuthRegistry, docker_config: Path) -> None:
+    # What `docker login` stored no longer works (a rotated password): the engine answers 401.
+    auth = base64.b64encode(f"{USER}:rotated".encode()).decode()
+    (docker_config / "config.json").write_text(json.dumps({"auths": {auth_registry.host: {"auth": auth}}}))
+    with pytest.raises(BuildError, match="refused the credentials") as caught:
+        exists(f"{auth_registry.host}/bake-assets:{SHA_A}")
+    assert f"docker login {auth_registry.host}" in str(caught.value)
 
 
 # ---- the overrides -------------------------------------------------------------------------------
@@ -268,32 +369,31 @@ def bake_runs(docker: FakeDocker) -> list[list[str]]:
     return [c for c in docker.calls() if c[:2] == ["buildx", "bake"] and "--print" not in c]
 
 
-def test_a_missing_image_is_published_first_then_consumed(project: Path, docker: FakeDocker) -> None:
+def test_a_missing_image_is_published_first_then_consumed(
+    project: Path, docker: FakeDocker, registry_repo: str
+) -> None:
     docker.define({"image": image_target()})
-    docker.registry("absent")
-    assert run_build(project, ["image"], assets_image=REPO) == 0
-    image = resolve(project, ["image"], REPO)
+    assert run_build(project, ["image"], assets_image=registry_repo) == 0
+    image = resolve(project, ["image"], registry_repo)
     assert bake_runs(docker) == [
         ["buildx", "bake", "image", *image.publish_args()],
         ["buildx", "bake", "image", *image.consume_args()],
     ]
 
 
-def test_a_present_image_is_only_consumed(project: Path, docker: FakeDocker) -> None:
+def test_a_present_image_is_only_consumed(project: Path, docker: FakeDocker, registry_repo: str) -> None:
     docker.define({"image": image_target()})
-    docker.registry("present")
-    assert run_build(project, ["image"], assets_image=REPO) == 0
-    assert bake_runs(docker) == [
-        ["buildx", "bake", "image", *resolve(project, ["image"], REPO).consume_args()]
-    ]
+    image = resolve(project, ["image"], registry_repo)
+    push_manifest(image.ref)
+    assert run_build(project, ["image"], assets_image=registry_repo) == 0
+    assert bake_runs(docker) == [["buildx", "bake", "image", *image.consume_args()]]
 
 
-def test_a_failed_publish_builds_nothing_more(project: Path, docker: FakeDocker) -> None:
+def test_a_failed_publish_builds_nothing_more(project: Path, docker: FakeDocker, registry_repo: str) -> None:
     docker.define({"image": image_target()})
-    docker.registry("absent")
     docker.publish_exit(1)
     with pytest.raises(BuildError) as caught:
-        run_build(project, ["image"], assets_image=REPO)
+        run_build(project, ["image"], assets_image=registry_repo)
     assert caught.value.exit_code == 5
     assert len(bake_runs(docker)) == 1
 
@@ -307,13 +407,63 @@ def test_a_tagged_repository_fails_before_the_context_check_and_docker(
 
 
 def test_the_cli_option_reaches_the_build(
-    project: Path, docker: FakeDocker, monkeypatch: pytest.MonkeyPatch
+    project: Path, docker: FakeDocker, registry_repo: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     docker.define({"image": image_target()})
-    docker.registry("present")
+    digest = digest_of(project / "docker/assets.toml")
+    push_manifest(f"{registry_repo}:{digest}")
     monkeypatch.chdir(project)
-    assert cli.main(["build", "--assets-image", REPO, "--", "image"]) == 0
+    assert cli.main(["build", "--assets-image", registry_repo, "--", "image"]) == 0
     assert bake_runs(docker)[-1][-4:] == [
-        "--set", f"image.contexts.assets=docker-image://{REPO}:{digest_of(project / 'docker/assets.toml')}",
-        "--set", f"image.args.ASSET_DIGEST={digest_of(project / 'docker/assets.toml')}",
+        "--set", f"image.contexts.assets=docker-image://{registry_repo}:{digest}",
+        "--set", f"image.args.ASSET_DIGEST={digest}",
     ]  # fmt: skip
+
+
+# ---- the first publish to a registry that answers 401 until you log in -------------------------
+
+FIRST_PUBLISH_DOCKERFILE = """\
+# assets: what the real Dockerfile's fetch and verify would leave, here just the manifest
+FROM scratch AS assets
+COPY docker/assets.toml /opt/bake/assets.toml
+
+# image: takes the asset layer, from this stage or from the published assets image
+FROM scratch AS image
+COPY --from=assets / /
+"""
+FIRST_PUBLISH_BAKE = """\
+target "image" {
+  context = "."
+  dockerfile = "docker/Dockerfile"
+  target = "image"
+  args = { ASSET_MANIFEST = "docker/assets.toml", ASSET_GROUPS = "", ASSET_DIGEST = "" }
+  output = ["type=cacheonly"]
+}
+"""
+
+
+def test_first_publish_to_a_registry_that_answers_401(
+    project: Path, auth_registry: AuthRegistry, docker_config: Path
+) -> None:
+    """Without a login nothing is built and the message says `docker login`; then publish, then consume."""
+    (project / "docker/Dockerfile").write_text(FIRST_PUBLISH_DOCKERFILE)
+    (project / "docker-bake.hcl").write_text(FIRST_PUBLISH_BAKE)
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "tiny build")
+    repo = f"{auth_registry.host}/bake-test/assets"
+    ref = f"{repo}:{digest_of(project / 'docker/assets.toml')}"
+
+    refused = bake("build", "--assets-image", repo, "--", "image", cwd=project)
+    assert refused.returncode == 5, refused.stderr
+    assert f"docker login {auth_registry.host}" in refused.stderr and "Traceback" not in refused.stderr
+    assert auth_registry.repositories() == [], "nothing may be built or pushed before the registry answers"
+
+    assert docker_login(auth_registry.host).returncode == 0
+    first = bake("build", "--assets-image", repo, "--", "image", cwd=project)
+    assert first.returncode == 0, first.stderr
+    assert "not in the registry yet; building and pushing it" in first.stderr
+    assert has_manifest(ref, (USER, PASSWORD))
+
+    second = bake("build", "--assets-image", repo, "--", "image", cwd=project)
+    assert second.returncode == 0, second.stderr
+    assert f"assets image {ref} is in the registry" in second.stderr

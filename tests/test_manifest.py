@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bake import manifest
 from bake.errors import ManifestError
@@ -197,3 +200,174 @@ def test_python_310_reads_manifests_with_the_vendored_tomli(monkeypatch: pytest.
     assert asset.size == 3
     with pytest.raises(ManifestError, match="not valid TOML"):
         manifest.parse_manifest("[[asset]\n")
+
+
+# -- [[consumer]] tables and the location grammar ---------------------------------------------------------
+
+
+def consumer(name: str = "whisper", *locations: str, **extra: object) -> str:
+    """Return one [[consumer]] table in TOML."""
+    locs = list(locations) or ["${XDG_CACHE_HOME:-$HOME/.cache}/whisper"]
+    lines = ["[[consumer]]", f"name = {toml_value(name)}", f"locations = {toml_value(locs)}"]
+    lines += [f"{k} = {toml_value(v)}" for k, v in extra.items()]
+    return "\n".join(lines) + "\n"
+
+
+def test_pinned_digests_of_the_repository_manifests() -> None:
+    # Manifests without [[consumer]] keep the digest they always had.
+    production = manifest.load_manifest(REPO / "docker/assets.toml")
+    assert manifest.manifest_digest(production) == (
+        "3c373517e811a194698dee3c5b7001bc3aa163976a7efb509474ad1075ee4667"
+    )
+    two_entries = "".join(
+        entry(name=a.name, path=a.path, sha256=a.sha256, size=a.size, urls=list(a.urls))
+        for a in manifest.load_manifest(REPO / "tests/image/assets.toml")
+        if a.name in ("speech_tokenizer_v3_25hz", "o200k_base")
+    )
+    assert manifest.manifest_digest(manifest.parse_manifest(two_entries)) == (
+        "03979149e6cbe96de36afadc0899c85dd8ae38144bb7b581a0815d0e7021ffde"
+    )
+
+
+def test_digest_covers_declared_consumers() -> None:
+    plain = manifest.parse_manifest(entry())
+    declared = manifest.parse_manifest(consumer() + entry())
+    moved = manifest.parse_manifest(consumer("whisper", "$WHISPER_CACHE") + entry())
+    assert len({manifest.manifest_digest(m) for m in (plain, declared, moved)}) == 3
+    canonical = (
+        '{"assets":[{"path":"data/blob.bin","sha256":"' + SHA + '","size":null}],'
+        '"consumers":[{"locations":["${XDG_CACHE_HOME:-$HOME/.cache}/whisper"],"name":"whisper"}]}'
+    )
+    assert manifest.manifest_digest(declared) == hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def test_digest_ignores_the_order_of_consumer_tables() -> None:
+    a, b = consumer("a", "$A_DIR"), consumer("b", "$B_DIR")
+    assert manifest.manifest_digest(manifest.parse_manifest(a + b + entry())) == manifest.manifest_digest(
+        manifest.parse_manifest(entry() + b + a)
+    )
+
+
+def test_select_keeps_the_declared_consumers() -> None:
+    assets = manifest.parse_manifest(consumer() + GROUPED)
+    assert [c.name for c in manifest.select(assets, ["vllm"]).declared] == ["whisper"]
+
+
+def test_declared_consumer_owns_nested_paths() -> None:
+    assets = manifest.parse_manifest(
+        consumer("nltk", "$NLTK_DATA") + entry(path="nltk/corpora/stopwords/english")
+    )
+    assert [c.name for c in assets.consumers()] == ["s3tokenizer", "tiktoken", "nltk"]
+    owner = [c for c in assets.consumers() if c.owns(assets[0].path)]
+    assert [c.name for c in owner] == ["nltk"]
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "$WHISPER_CACHE",
+        "${XDG_CACHE_HOME:-$HOME/.cache}/whisper",
+        "${XDG_CACHE_HOME:-$HOME}/whisper/models",
+        "${WHISPER_HOME:-/opt/whisper}",
+        "${WHISPER_HOME:-/}/w",
+        "${XDG_DATA_HOME:-$HOME/.local/share}/my app",
+    ],
+)
+def test_good_locations_parse_and_print_back(location: str) -> None:
+    (declared,) = manifest.parse_manifest(consumer("w", location) + entry()).declared
+    assert [str(loc) for loc in declared.locations] == [location]
+
+
+@pytest.mark.parametrize(
+    ("location", "needle"),
+    [
+        pytest.param("$(rm -rf /)", "is not $VAR", id="command-substitution"),
+        pytest.param("`id`", "is not $VAR", id="backquote"),
+        pytest.param("$HOME/.cache/w", "is not $VAR", id="plain-home"),
+        pytest.param("/opt/w", "is not $VAR", id="plain-path"),
+        pytest.param("${W:-${X:-/a}}/b", "is not $VAR", id="nested-expansion"),
+        pytest.param("${W:=/a}/b", "is not $VAR", id="assign-default"),
+        pytest.param("${W-/a}/b", "is not $VAR", id="no-colon"),
+        pytest.param("$W/sub", "is not $VAR", id="var-with-sub"),
+        pytest.param("${W:-relative}/b", "absolute path or $HOME", id="relative-default"),
+        pytest.param("${W:-}/b", "absolute path or $HOME", id="empty-default"),
+        pytest.param("${W:-/a/../b}/c", "absolute path or $HOME", id="dotdot-default"),
+        pytest.param("${W:-$HOMEX}/c", "absolute path or $HOME", id="home-prefix-only"),
+        pytest.param("${W:-$XDG}/c", "absolute path or $HOME", id="other-var-default"),
+        pytest.param("${W:-/a//b}/c", "absolute path or $HOME", id="empty-component"),
+        pytest.param("${W:-/a}/../c", "plain path components", id="dotdot-sub"),
+        pytest.param("${W:-/a}/$X", "plain path components", id="var-in-sub"),
+        pytest.param("${W:-/a}/b/", "plain path components", id="trailing-slash"),
+        pytest.param("${W:-/a}/b\tc", "plain path components", id="tab"),
+        pytest.param("$PATH", "$PATH, which bake may not serve", id="PATH"),
+        pytest.param("${HOME:-/root}/w", "$HOME, which bake may not serve", id="HOME"),
+        pytest.param("$IFS", "$IFS, which", id="IFS"),
+        pytest.param("${TMPDIR:-/tmp}/w", "$TMPDIR, which", id="TMPDIR"),
+        pytest.param("$LD_PRELOAD", "$LD_PRELOAD, which", id="LD_"),
+        pytest.param("$BAKE_ASSETS", "$BAKE_ASSETS, which", id="BAKE_"),
+        pytest.param("$1", "is not $VAR", id="positional"),
+    ],
+)
+def test_bad_location_is_exit_2_naming_the_consumer(location: str, needle: str) -> None:
+    with pytest.raises(ManifestError) as err:
+        manifest.parse_manifest(consumer("whisper", location) + entry())
+    assert str(err.value).startswith("consumer 'whisper': location")
+    assert needle in str(err.value)
+    assert err.value.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        pytest.param(consumer(prefix="w/"), "unknown key(s) prefix", id="unknown-key"),
+        pytest.param("[consumer]\nname = 'w'\n", "array of tables written [[consumer]]", id="not-array"),
+        pytest.param(consumer("s3tokenizer", "$S3"), "is a built-in consumer", id="builtin-name"),
+        pytest.param(consumer("bake.serve", "$S3"), "name 'bake.serve'", id="reserved-name"),
+        pytest.param(consumer("a/b", "$S3"), "name 'a/b'", id="slash-name"),
+        pytest.param("[[consumer]]\nname = 'w'\n", "locations must be a non-empty list", id="no-locations"),
+        pytest.param("[[consumer]]\nname = 'w'\nlocations = []\n", "non-empty list", id="empty-locations"),
+        pytest.param(consumer("w", "$W") + consumer("w", "$V"), "declared twice", id="duplicate"),
+        pytest.param(
+            consumer("a", "${XDG_CACHE_HOME:-$HOME/.cache}"), "nests with", id="contains-s3tokenizer"
+        ),
+        pytest.param(
+            consumer("a", "${XDG_CACHE_HOME:-/x}/s3tokenizer/a"), "nests with", id="inside-s3tokenizer"
+        ),
+        pytest.param(consumer("a", "${A:-$HOME/.cache}/s3tokenizer"), "nests with", id="same-default"),
+        pytest.param(consumer("a", "$TIKTOKEN_CACHE_DIR"), "nests with", id="same-variable"),
+        pytest.param(consumer("a", "$A") + consumer("b", "${A:-/x}/y"), "nests with", id="under-export"),
+        pytest.param(consumer("a", "$A", "$A"), "nests with", id="twice-in-one"),
+    ],
+)
+def test_bad_consumer_table_is_exit_2(text: str, needle: str) -> None:
+    with pytest.raises(ManifestError) as err:
+        manifest.parse_manifest(text + entry())
+    assert needle in str(err.value)
+    assert err.value.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["bake.serve", "data/a\tb", "data/a\nb", "data/\x7f"],
+    ids=["reserved-serve", "tab", "newline", "del"],
+)
+def test_paths_that_bake_serve_could_not_carry_are_refused(path: str) -> None:
+    raw = {"name": "n", "path": path, "sha256": SHA, "urls": ["https://example.org/n"]}
+    with pytest.raises(ManifestError, match=r"reserved|control characters"):
+        manifest.parse_asset(raw, 0)
+
+
+@settings(
+    max_examples=300 if os.environ.get("CI") else 100, derandomize=bool(os.environ.get("CI")), deadline=None
+)
+@given(st.text(alphabet=st.sampled_from(list("$/{}:-_.AZaz09 `\t\\'\"~*?HOME")), max_size=30))
+def test_any_location_text_is_parsed_or_refused_with_exit_2(text: str) -> None:
+    try:
+        (declared,) = manifest.parse_manifest(consumer("w", text) + entry()).declared
+    except ManifestError as err:
+        assert err.exit_code == 2 and str(err).startswith("consumer 'w'")
+        return
+    (loc,) = declared.locations
+    # What parses prints back unchanged and carries nothing bake.serve could not hold.
+    assert str(loc) == text
+    assert not any(c in text for c in "\t\n`\\\"'")

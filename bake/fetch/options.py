@@ -34,6 +34,9 @@ class FetchOptions:
     allow_http: bool = False
     ca_bundle: str | None = None
     jobs: int = 4
+    # bake add: each asset's sha256 is only the cache key of a file whose hash is not known
+    # yet, so its bytes are kept whatever they hash to; the caller hashes them.
+    unknown_sha256: bool = False
     started: float | None = None  # time.monotonic() the run began: the first assets' deadlines count from it
 
 

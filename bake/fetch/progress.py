@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
+from bake.text import escape
 from bake.units import MIB
 
 if TYPE_CHECKING:
@@ -40,13 +41,14 @@ class Progress:
 def ready_line(record: FetchRecord) -> str:
     """Return the final line for an asset: ``<name>: ready in X s (N MiB from <source>)``."""
     nbytes = record.size if record.cached else record.bytes
-    return f"{record.name}: ready in {record.seconds:.1f} s ({nbytes / MIB:.1f} MiB from {record.source})"
+    source = escape(record.source)
+    return f"{record.name}: ready in {record.seconds:.1f} s ({nbytes / MIB:.1f} MiB from {source})"
 
 
 def failed_line(asset: Asset, error: BaseException) -> str:
     """Return the line printed when an asset fails: its name and the first line of the error."""
     first = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return f"{asset.name}: failed: {first}"
+    return f"{asset.name}: failed: {escape(first)}"
 
 
 @dataclass

@@ -64,7 +64,8 @@ def candidate_urls(asset: Asset, options: FetchOptions) -> list[str]:
                     where=f"asset {asset.name!r} (mirror {prefix}={redact_url(replacement)})",
                 )
                 rewritten.append(new)
-        if not options.no_origin:
+        # Under --no-origin, HF_ENDPOINT counts as a rewrite: an hf:// URL then never reaches the Hub.
+        if not options.no_origin or (url.startswith("hf://") and os.environ.get("HF_ENDPOINT")):
             check_url(url, allow_http=options.allow_http, where=f"asset {asset.name!r}")
             originals.append(url)
     urls = list(dict.fromkeys(rewritten + originals))

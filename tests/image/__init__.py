@@ -11,14 +11,21 @@ from pathlib import Path
 
 import pytest
 
+from bake.consumers import SERVE_NAME
+from bake.lockfile import LOCK_NAME, SUMS_NAME, alias_links
 from bake.manifest import Asset, load_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 ASSET_ROOT = "/opt/bake/assets"
 MANIFEST: list[Asset] = load_manifest(Path(__file__).with_name("assets.toml"))
-# The test manifest's two assets, one per consumer kind.
-(S3_ASSET,) = [a for a in MANIFEST if a.path.startswith("s3tokenizer/")]
-(VOCAB_ASSET,) = [a for a in MANIFEST if a.path.startswith("tiktoken/")]
+# The test manifest's first asset of each built-in consumer.
+(S3_ASSET,) = [a for a in MANIFEST if a.name == "speech_tokenizer_v3_25hz"]
+(VOCAB_ASSET,) = [a for a in MANIFEST if a.name == "o200k_base"]
+# What seal puts beside the assets: the index files, bake.serve, and the consumers' alias links.
+INDEX_NAMES = (SUMS_NAME, LOCK_NAME, SERVE_NAME)
+ALIAS_LINKS = alias_links(MANIFEST)
+# Every directory of the tree: the root and each asset's ancestors (consumer files may nest).
+ASSET_SUBDIRS = sorted({str(p) for a in MANIFEST for p in Path(a.path).parents if str(p) != "."})
 S3_NAME = S3_ASSET.path.split("/")[-1]
 VOCAB_NAME = VOCAB_ASSET.path.split("/")[-1]
 
@@ -140,7 +147,7 @@ def entries(directory):
     return {n: os.path.realpath(os.path.join(directory, n)) for n in sorted(os.listdir(directory))}
 
 
-def harmony():
+def harmony(_=None):
     from openai_harmony import HarmonyEncodingName, load_harmony_encoding
 
     enc = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
@@ -149,16 +156,24 @@ def harmony():
     return {"tokens": tokens, "text": enc.decode(tokens), "cache": cache, "entries": entries(cache)}
 
 
-def tiktoken():
+def tiktoken(encoding="o200k_base"):
     import tiktoken
 
-    enc = tiktoken.get_encoding("o200k_base")
+    enc = tiktoken.get_encoding(encoding)
     tokens = enc.encode(TEXT)
     cache = os.environ["TIKTOKEN_CACHE_DIR"]
     return {"tokens": tokens, "text": enc.decode(tokens), "cache": cache, "entries": entries(cache)}
 
 
-def s3tokenizer():
+def nltk(_=None):
+    from nltk.corpus import stopwords
+
+    words = stopwords.words("english")
+    data = os.environ.get("NLTK_DATA", "")
+    return {"words": words, "data": data, "entries": entries(os.path.join(data, "corpora", "stopwords"))}
+
+
+def s3tokenizer(model="speech_tokenizer_v3_25hz"):
     origin = importlib.util.find_spec("s3tokenizer").origin
     wanted = {"_MODELS", "_SHA256S", "_download", "available_models", "load_model"}
     body = [
@@ -190,29 +205,29 @@ def s3tokenizer():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            namespace["load_model"]("speech_tokenizer_v3_25hz")
+            namespace["load_model"](model)
         except Stop:
             pass
     return {
         "defined": sorted(wanted & namespace.keys()),
         "recorded": recorded,
         "realpaths": [os.path.realpath(p) for p in recorded],
-        "table_sha256": namespace["_SHA256S"]["speech_tokenizer_v3_25hz"],
+        "table_sha256": namespace["_SHA256S"][model],
         "warnings": [str(w.message) for w in caught],
     }
 
 
 report = {}
-for name in sys.argv[2:]:
+for spec in sys.argv[2:]:  # CLIENT or CLIENT:ARGUMENT (an encoding, a model)
+    name, _, argument = spec.partition(":")
     try:
-        report[name] = {"ok": True, **globals()[name]()}
+        report[spec] = {"ok": True, **globals()[name](*([argument] if argument else []))}
     except Exception as exc:
-        report[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        report[spec] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 report["attempts"] = attempts
 report["torch_imported"] = "torch" in sys.modules
-report["env"] = {
-    k: os.environ.get(k) for k in ("XDG_CACHE_HOME", "TIKTOKEN_RS_CACHE_DIR", "TIKTOKEN_CACHE_DIR")
-}
+variables = ("XDG_CACHE_HOME", "TIKTOKEN_RS_CACHE_DIR", "TIKTOKEN_CACHE_DIR", "NLTK_DATA")
+report["env"] = {k: os.environ.get(k) for k in variables}
 print(json.dumps(report))
 """
 

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import functools
-import json
-import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import docker as docker_sdk
 import pytest
 import testinfra
 
-from . import S3_ASSET, Run, docker, fail_or_skip, required_env, run_image
+from bake.testing.image import ImageError, docker_client
+
+from . import MANIFEST, Run, docker, fail_or_skip, required_env, run_image
 
 HERE = Path(__file__).resolve().parent
+# Every s3tokenizer checkpoint of the test manifest, as MODEL=SHA256 pairs for clients.Dockerfile.
+S3_TEST_TABLE = " ".join(
+    f"{Path(a.path).stem}={a.sha256}" for a in MANIFEST if a.path.startswith("s3tokenizer/")
+)
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
 
@@ -22,32 +27,34 @@ CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 def image() -> str:
     """The tag of the image under test, from BAKE_TEST_IMAGE, once the engine answers and has it."""
     tag = required_env("BAKE_TEST_IMAGE")
-    if shutil.which("docker") is None:
-        fail_or_skip("no docker client on PATH; run `scripts/toolchain.sh up` as root")
-    info = docker("info", "--format", "{{.ServerVersion}}", check=False)
-    if info.returncode != 0:
-        fail_or_skip(
-            f"the Docker engine does not answer ({info.stderr.strip()}); run scripts/toolchain.sh up"
-        )
-    if docker("image", "inspect", tag, check=False).returncode != 0:
+    try:
+        client = docker_client()
+    except ImageError as exc:
+        fail_or_skip(f"{exc}; run scripts/toolchain.sh up")
+    try:
+        client.images.get(tag)
+    except docker_sdk.errors.ImageNotFound:
         fail_or_skip(f"BAKE_TEST_IMAGE={tag} is not in the engine; build it with scripts/test.sh")
     return tag
 
 
+# Dogfood: the plugin's public fixtures (bake_host, bake_lock, bake_run, bake_image_attrs…)
+# act on the image under test, so these tests use exactly what other teams use.
 @pytest.fixture(scope="session")
-def image_config(image: str) -> dict:
+def bake_image(image: str) -> str:
+    return image
+
+
+@pytest.fixture(scope="session")
+def image_config(bake_image_attrs: dict) -> dict:
     """``docker image inspect`` of the image under test."""
-    return json.loads(docker("image", "inspect", image).stdout)[0]
+    return bake_image_attrs
 
 
 @pytest.fixture(scope="session")
-def host(image: str) -> Iterator[testinfra.host.Host]:
-    """A long-running container of the image (tini forwards SIGTERM), as a testinfra host."""
-    cid = docker("run", "-d", "--network=none", image, "sleep", "infinity").stdout.strip()
-    try:
-        yield testinfra.get_host(f"docker://{cid}")
-    finally:
-        docker("rm", "-f", cid, check=False)
+def host(bake_host: testinfra.host.Host) -> testinfra.host.Host:
+    """A testinfra host on a long-running, offline container of the image (the plugin's bake_host)."""
+    return bake_host
 
 
 @pytest.fixture(scope="session")
@@ -69,8 +76,8 @@ def image_archive(image: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
 def clients_image(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The image under test plus openai-harmony, tiktoken and s3tokenizer (no torch), removed afterwards.
 
-    s3tokenizer's table is patched to the generated test checkpoint's sha256, as the
-    production table names the real checkpoint's.
+    s3tokenizer's table is patched to the generated test checkpoints' sha256s, as the
+    production table names the real checkpoints'.
     """
     if not CA_BUNDLE.is_file():
         fail_or_skip(f"{CA_BUNDLE} is missing: pip inside the build needs the machine CA to reach PyPI")
@@ -80,7 +87,7 @@ def clients_image(image: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         "buildx", "build", "--network=host", "--allow=network.host", "--load",
         "--secret", f"id=ca,src={CA_BUNDLE}",
         "--build-arg", f"IMAGE={image}",
-        "--build-arg", f"S3_TEST_SHA256={S3_ASSET.sha256}",
+        "--build-arg", f"S3_TEST_TABLE={S3_TEST_TABLE}",
         "--file", str(HERE / "clients.Dockerfile"), "--tag", tag, str(context),
         timeout=900,
     )  # fmt: skip

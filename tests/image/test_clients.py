@@ -12,12 +12,11 @@ import pytest
 from . import (
     ASSET_ROOT,
     CLIENT_PROBE,
+    MANIFEST,
     PROBE_TEXT,
     PROBE_TOKENS,
     S3_ASSET,
     S3_NAME,
-    VOCAB_ASSET,
-    VOCAB_NAME,
     run_image,
 )
 
@@ -25,8 +24,16 @@ pytestmark = pytest.mark.docker
 
 # Job-local directories, thrown away with the container, as on the AMD pods.
 JOB_ENV = {"XDG_CACHE_HOME": "/tmp/job/xdg", "TMPDIR": "/tmp/job"}
-CLIENTS = ("harmony", "tiktoken", "s3tokenizer")
+# The clients the manifest serves. The last three came with manifest lines only ("one line, no
+# code"): a second tiktoken encoding, a declared consumer (NLTK), a second s3tokenizer model.
+S3_V2 = "speech_tokenizer_v2_25hz"
+CLIENTS = ("harmony", "tiktoken", "s3tokenizer", "tiktoken:cl100k_base", "nltk", f"s3tokenizer:{S3_V2}")
 VOCAB_CLIENTS = {"harmony": "TIKTOKEN_RS_CACHE_DIR", "tiktoken": "TIKTOKEN_CACHE_DIR"}
+# cl100k_base's tokens for PROBE_TEXT (computed once with the real vocab).
+CL100K_TOKENS = [9906, 11, 1917, 0, 426, 7897, 12032, 2865, 27258, 13]
+VOCABS = {a.path.split("/")[-1]: f"{ASSET_ROOT}/{a.path}" for a in MANIFEST if a.path.startswith("tiktoken/")}
+(STOPWORDS,) = [a for a in MANIFEST if a.name == "stopwords"]
+(S3_V2_ASSET,) = [a for a in MANIFEST if a.name == S3_V2]
 
 
 def probe(clients_image: str, client: str, **options: str) -> tuple[subprocess.CompletedProcess[str], dict]:
@@ -74,8 +81,31 @@ def test_vocab_client_reads_the_baked_file_through_a_job_local_link(
     report = job(client)
     cache = report["env"][VOCAB_CLIENTS[client]]
     assert cache.startswith(JOB_ENV["TMPDIR"] + "/")
-    # Only the link: nothing was downloaded or written beside it.
-    assert report[client]["entries"] == {VOCAB_NAME: f"{ASSET_ROOT}/{VOCAB_ASSET.path}"}
+    # Only the links, one per baked vocab: nothing was downloaded or written beside them.
+    assert report[client]["entries"] == VOCABS
+    assert len(VOCABS) == 2
+
+
+def test_a_second_encoding_loads_offline_from_one_manifest_entry(job: Callable[[str], dict]) -> None:
+    report = job("tiktoken:cl100k_base")["tiktoken:cl100k_base"]
+    assert (report["tokens"], report["text"]) == (CL100K_TOKENS, PROBE_TEXT)
+    assert report["cache"].startswith(JOB_ENV["TMPDIR"] + "/")
+
+
+def test_a_declared_consumer_reads_its_own_variable_offline(job: Callable[[str], dict]) -> None:
+    report = job("nltk")
+    assert report["nltk"]["words"] == ["a", "baked", "is", "of", "the", "this"]
+    # NLTK_DATA was unset: the entrypoint exported a job-local directory, with a link at the leaf only.
+    assert report["env"]["NLTK_DATA"].startswith(JOB_ENV["TMPDIR"] + "/")
+    assert report["nltk"]["entries"] == {"english": f"{ASSET_ROOT}/{STOPWORDS.path}"}
+
+
+def test_a_second_s3tokenizer_model_is_accepted_by_its_own_download(job: Callable[[str], dict]) -> None:
+    report = job(f"s3tokenizer:{S3_V2}")[f"s3tokenizer:{S3_V2}"]
+    assert report["table_sha256"] == S3_V2_ASSET.sha256
+    assert report["recorded"] == [f"{JOB_ENV['XDG_CACHE_HOME']}/s3tokenizer/{S3_V2}.onnx"]
+    assert report["realpaths"] == [f"{ASSET_ROOT}/{S3_V2_ASSET.path}"]
+    assert report["warnings"] == []
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +151,14 @@ def test_doctor_in_a_job_exits_0(doctor: subprocess.CompletedProcess[str]) -> No
 
 @pytest.mark.parametrize(
     ("consumer", "asset"),
-    [("s3tokenizer", S3_ASSET.path), ("openai-harmony", VOCAB_ASSET.path), ("tiktoken", VOCAB_ASSET.path)],
+    [("s3tokenizer", a.path) for a in MANIFEST if a.path.startswith("s3tokenizer/")]
+    + [
+        (c, a.path)
+        for a in MANIFEST
+        if a.path.startswith("tiktoken/")
+        for c in ("openai-harmony", "tiktoken")
+    ]
+    + [("nltk", STOPWORDS.path)],
 )
 def test_doctor_reports_each_client_ok(
     doctor: subprocess.CompletedProcess[str], consumer: str, asset: str

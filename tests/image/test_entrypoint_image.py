@@ -2,7 +2,9 @@
 
 testinfra's docker backend runs `docker exec`, which bypasses the ENTRYPOINT, so every case here
 starts its own container; the job is a probe that reports, as each consumer would resolve it,
-where s3tokenizer, openai-harmony and tiktoken look and whether the baked file is there.
+where s3tokenizer, openai-harmony and tiktoken look and whether the baked file is there (a link
+into the image, or a verified copy). Bind mounts and docker volumes are real node storage: a
+filesystem other than the container's `/`, so they gain copies, never links.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -21,13 +24,13 @@ import testinfra
 
 from bake.manifest import Asset
 
-from . import ASSET_ROOT, MANIFEST, S3_ASSET, S3_NAME, VOCAB_ASSET, VOCAB_NAME, Run, docker, tree_snapshot
+from . import ALIAS_LINKS, ASSET_ROOT, MANIFEST, S3_ASSET, S3_NAME, VOCAB_NAME, Run, docker, tree_snapshot
 
 pytestmark = pytest.mark.docker
 
 # Where each consumer looks, computed the way the consumer computes it.
 LOCATION_PROBE = r"""
-import json, os, sys, tempfile
+import hashlib, json, os, sys, tempfile
 
 cfg = json.loads(sys.argv[1])
 
@@ -39,16 +42,24 @@ def tiktoken_dir():
     return os.path.join(tempfile.gettempdir(), "data-gym-cache")
 
 
+def sha256(path):
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
 def look(kind, path):
     if path is None:
         return None
     target = os.path.join(path, cfg["names"][kind])
     baked = os.path.join(cfg["root"], kind, cfg["names"][kind])
+    linked = os.path.isfile(target) and os.path.realpath(target) == os.path.realpath(baked)
+    copied = os.path.isfile(target) and not os.path.islink(target) and sha256(target) == sha256(baked)
     info = {
         "path": os.path.abspath(path),
         "is_dir": os.path.isdir(path),
         "is_link": os.path.islink(path),
-        "served": os.path.isfile(target) and os.path.realpath(target) == os.path.realpath(baked),
+        "served": linked or copied,
+        "how": "link" if linked else "copy" if copied else None,
         "size": os.path.getsize(target) if os.path.isfile(target) else None,
         "entries": None,
     }
@@ -84,9 +95,28 @@ print(json.dumps({
 JOB_SCRIPT = 'touch /out/job-ran && exec python3 -c "$0" "$1"'
 PRINT_ENV = 'eval "$(bake-entrypoint --print-env)" && '
 LOCATIONS = ("s3tokenizer", "TIKTOKEN_RS_CACHE_DIR", "TIKTOKEN_CACHE_DIR")
+KINDS_OF = ("s3tokenizer", "tiktoken")
 TIKTOKEN_VARS = LOCATIONS[1:]
 READY = re.compile(r"^bake: assets ready in \d+ ms: (.+)$")
-READY_LIST = f"{S3_ASSET.path}, tiktoken/o200k_base"
+# Every baked file of each managed kind, by name inside its location.
+BAKED = {
+    kind: {PurePosixPath(a.path).name: a for a in MANIFEST if a.path.startswith(f"{kind}/")}
+    for kind in KINDS_OF
+}
+
+
+def ready_list() -> str:
+    """The ready line's list, in bake.serve's order: a file by its alias, a nested one by its directory."""
+    aliases = {f"{PurePosixPath(link).parent}/{target}": link for link, target in ALIAS_LINKS.items()}
+    shown: list[str] = []
+    for asset in sorted(MANIFEST, key=lambda a: a.path):
+        parts = asset.path.split("/")
+        name = "/".join(parts[:2]) if len(parts) > 2 else asset.path
+        if asset.path in aliases:
+            name = aliases[asset.path].rsplit(".", 1)[0]
+        if name not in shown:
+            shown.append(name)
+    return ", ".join(shown)
 
 
 @dataclass
@@ -148,6 +178,9 @@ def jobdir(tmp_path: Path) -> Path:
     return d
 
 
+# A vocab name no image bakes: user data in a vocab cache.
+OTHER_VOCAB = "0123456789abcdef0123456789abcdef01234567"
+
 # A location per managed kind: the job's environment and the location's path under /job.
 KINDS = {
     "s3tokenizer": ({"XDG_CACHE_HOME": "/job/xdg"}, "xdg/s3tokenizer"),
@@ -170,84 +203,144 @@ def make_state(jobdir: Path, rel: str, state: str) -> None:
         data = jobdir / "persist" if state == "data-link" else loc
         (data / "nested").mkdir(parents=True)
         (data / "nested" / "kept.bin").write_bytes(b"nested user data\n")
-        (data / "9b5ad71b2ce5302211f9c61530b329a4922fc6a4").write_bytes(b"another vocab\n")
-        (data / "speech_tokenizer_v2_25hz.onnx").write_bytes(b"another model\n")
+        (data / OTHER_VOCAB).write_bytes(b"another vocab\n")
+        (data / "speech_tokenizer_v1.onnx").write_bytes(b"another model\n")
         if state == "data-link":
             loc.symlink_to("/job/persist")
 
 
-# --- nothing, an empty directory, or a dangling link: a writable real directory of links
+# --- nothing, an empty directory, or a dangling link, on the container's own filesystem:
+# a writable real directory of links into the image
+
+OWN = {
+    "s3tokenizer": ({"XDG_CACHE_HOME": "/tmp/own/xdg"}, "/tmp/own/xdg/s3tokenizer"),
+    "TIKTOKEN_RS_CACHE_DIR": ({"TIKTOKEN_RS_CACHE_DIR": "/tmp/own/loc"}, "/tmp/own/loc"),
+    "TIKTOKEN_CACHE_DIR": ({"TIKTOKEN_CACHE_DIR": "/tmp/own/loc"}, "/tmp/own/loc"),
+}
+SETUP = {
+    "missing": "mkdir -p /tmp/own",
+    "empty": "mkdir -p {loc}",
+    "dangling": "mkdir -p /tmp/own/xdg && ln -s /nowhere/gone {loc}",
+}
 
 
-@pytest.mark.parametrize("state", ["missing", "empty", "dangling"])
-@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("state", list(SETUP))
+@pytest.mark.parametrize("kind", list(OWN))
 def test_fresh_location_becomes_a_writable_directory_of_links(
-    job: Callable[..., Job], jobdir: Path, kind: str, state: str
+    job: Callable[..., Job], kind: str, state: str
 ) -> None:
-    env, rel = KINDS[kind]
-    make_state(jobdir, rel, state)
-    j = job(env=env, binds={jobdir: "/job"}, write=True)
+    env, loc_path = OWN[kind]
+    # The state is laid out inside the container, on its own filesystem, before the entrypoint runs.
+    setup = SETUP[state].format(loc=loc_path)
+    j = job(
+        env=env,
+        entrypoint="sh",
+        argv=("-c", f'{setup} && exec tini -- bake-entrypoint sh "$@"', "sh"),
+        write=True,
+    )
     loc = j.location(kind)
     assert (j.proc.returncode, j.ran) == (0, True), j.proc.stderr
-    assert loc["path"] == f"/job/{rel}"  # served in place, not re-pointed
-    assert (loc["is_dir"], loc["is_link"], loc["served"], loc["writable"]) == (True, False, True, True)
-    asset = S3_ASSET if kind == "s3tokenizer" else VOCAB_ASSET
+    assert loc["path"] == loc_path  # served in place, not re-pointed
+    assert (loc["is_dir"], loc["is_link"], loc["how"], loc["writable"]) == (True, False, "link", True)
+    baked = BAKED["s3tokenizer" if kind == "s3tokenizer" else "tiktoken"]
     assert loc["entries"] == {
-        PurePosixPath(asset.path).name: f"{ASSET_ROOT}/{asset.path}"
+        name: f"{ASSET_ROOT}/{a.path}" for name, a in baked.items()
     }  # one link per file
 
 
-# --- TIKTOKEN_* unset: exported, job-local under ${TMPDIR:-/tmp}
+# --- node storage (a bind mount, a docker volume): verified copies, never a link
 
 
-@pytest.mark.parametrize("tmpdir", [None, "/tmp/job tmp"], ids=["default-tmp", "TMPDIR"])
-@pytest.mark.parametrize("var", TIKTOKEN_VARS)
-def test_unset_tiktoken_variable_is_exported_job_local(
-    job: Callable[..., Job], var: str, tmpdir: str | None
+def seeded_only(before: dict, after: dict) -> set[str]:
+    """Assert ``after`` is ``before`` plus verified copies of baked files, their (empty) lock files and
+    the directories holding them: nothing changed, nothing removed, no link. Returns the copies."""
+    baked = {asset.sha256: PurePosixPath(asset.path).name for asset in MANIFEST}
+    for rel, entry in before.items():
+        assert rel in after, f"{rel} was removed"
+        same = after[rel][:2] == entry[:2] if stat_dir(entry) else after[rel] == entry  # a dir's mtime moves
+        assert same, f"{rel} was changed"
+    copies = set()
+    for rel, entry in after.items():
+        if rel in before or stat_dir(entry):
+            continue
+        name = PurePosixPath(rel).name
+        if name.endswith(".lock"):
+            assert entry[2] == 0, f"{rel}: a lock file with content"
+            continue
+        assert baked.get(entry[3]) == name, f"{rel}: not a verified copy of a baked file"
+        copies.add(rel)
+    return copies
+
+
+def stat_dir(entry: tuple) -> bool:
+    return entry[0] == 0o040000
+
+
+MOUNTED = {
+    "s3tokenizer": ({"XDG_CACHE_HOME": "/job/xdg"}, "xdg/s3tokenizer"),
+    "TIKTOKEN_RS_CACHE_DIR": ({"TIKTOKEN_RS_CACHE_DIR": "/job/loc"}, "loc"),
+    "TIKTOKEN_CACHE_DIR": ({"TIKTOKEN_CACHE_DIR": "/job/loc"}, "loc"),
+}
+
+
+@pytest.mark.parametrize("state", ["missing", "empty", "data", "data-link"])
+@pytest.mark.parametrize("kind", list(MOUNTED))
+def test_node_storage_gains_verified_copies_and_nothing_else(
+    job: Callable[..., Job], jobdir: Path, kind: str, state: str
 ) -> None:
-    j = job(env={"TMPDIR": tmpdir} if tmpdir else {}, tmpfs=[tmpdir] if tmpdir else [])
-    assert j.env(var).startswith(f"{tmpdir or '/tmp'}/")
-    assert j.location(var)["served"]
-
-
-# --- data: never written into; TIKTOKEN_* re-pointed for this job; s3tokenizer warns
+    env, rel = MOUNTED[kind]
+    make_state(jobdir, rel, state)
+    before = tree_snapshot(jobdir)
+    j = job(env={**env, "BAKE_REQUIRE": "1"}, binds={jobdir: "/job"}, write=True)
+    assert (j.proc.returncode, j.ran) == (0, True), j.proc.stderr
+    loc = j.location(kind)
+    assert (loc["path"], loc["how"], loc["writable"]) == (f"/job/{rel}", "copy", True)
+    copies = seeded_only(before, tree_snapshot(jobdir))
+    data = "persist" if state == "data-link" else rel
+    assert copies == {
+        f"{data}/{name}" for name in BAKED["s3tokenizer" if kind == "s3tokenizer" else "tiktoken"]
+    }
+    # A second job on the node finds the copy and changes nothing.
+    after = tree_snapshot(jobdir)
+    again = job(env=env, binds={jobdir: "/job"})
+    assert again.location(kind)["how"] == "copy" and tree_snapshot(jobdir) == after
 
 
 @pytest.mark.parametrize("state", ["data", "data-link"])
 @pytest.mark.parametrize("var", TIKTOKEN_VARS)
-def test_tiktoken_data_is_untouched_and_the_job_gets_both(
+def test_seed_off_leaves_tiktoken_data_untouched_and_the_job_gets_both(
     job: Callable[..., Job], jobdir: Path, var: str, state: str
 ) -> None:
     env, rel = KINDS[var]
     make_state(jobdir, rel, state)
     before = tree_snapshot(jobdir)
-    j = job(env=env, binds={jobdir: "/job"})
+    j = job(env={**env, "BAKE_SEED": "0"}, binds={jobdir: "/job"})
     assert (j.proc.returncode, j.ran) == (0, True), j.proc.stderr
     assert tree_snapshot(jobdir) == before
     assert j.env(var).startswith("/tmp/")
     loc = j.location(var)
-    assert loc["served"]
+    assert loc["how"] == "link"
     data = "/job/persist" if state == "data-link" else "/job/loc"
     assert loc["entries"] == {
-        VOCAB_NAME: f"{ASSET_ROOT}/tiktoken/{VOCAB_NAME}",
-        "9b5ad71b2ce5302211f9c61530b329a4922fc6a4": f"{data}/9b5ad71b2ce5302211f9c61530b329a4922fc6a4",
+        **{name: f"{ASSET_ROOT}/{a.path}" for name, a in BAKED["tiktoken"].items()},
+        OTHER_VOCAB: f"{data}/{OTHER_VOCAB}",
         "nested": f"{data}/nested",
-        "speech_tokenizer_v2_25hz.onnx": f"{data}/speech_tokenizer_v2_25hz.onnx",
+        "speech_tokenizer_v1.onnx": f"{data}/speech_tokenizer_v1.onnx",
     }
 
 
 @pytest.mark.parametrize("state", ["data", "data-link"])
-def test_s3tokenizer_data_without_the_model_is_untouched_with_a_warning(
+def test_seed_off_leaves_s3tokenizer_data_untouched_with_a_warning(
     job: Callable[..., Job], jobdir: Path, state: str
 ) -> None:
     env, rel = KINDS["s3tokenizer"]
     make_state(jobdir, rel, state)
     before = tree_snapshot(jobdir)
-    j = job(env=env, binds={jobdir: "/job"})
+    j = job(env={**env, "BAKE_SEED": "0"}, binds={jobdir: "/job"})
     assert (j.proc.returncode, j.ran) == (0, True), j.proc.stderr
     assert tree_snapshot(jobdir) == before
     warnings = [line for line in j.proc.stderr.splitlines() if line.startswith("bake: warning:")]
-    assert len(warnings) == 1 and f"/job/{rel}" in warnings[0]
+    assert len(warnings) == 1 and f"/job/{rel}" in warnings[0] and "BAKE_SEED=0" in warnings[0]
 
 
 @pytest.mark.parametrize("state", ["data", "data-link"])
@@ -256,14 +349,69 @@ def test_s3tokenizer_data_with_a_valid_model_is_used(
 ) -> None:
     env, rel = KINDS["s3tokenizer"]
     make_state(jobdir, rel, state)
-    model = (jobdir / "persist" if state == "data-link" else jobdir / rel) / S3_NAME
-    model.write_bytes(bytes(S3_ASSET.size))  # "valid" is the cheap check: a regular file of the baked size
+    for name, asset in BAKED["s3tokenizer"].items():
+        # "Valid" is the cheap check: a regular file of the baked size.
+        ((jobdir / "persist" if state == "data-link" else jobdir / rel) / name).write_bytes(bytes(asset.size))
     before = tree_snapshot(jobdir)
     j = job(env=env, binds={jobdir: "/job"})
     assert (j.proc.returncode, j.ran) == (0, True), j.proc.stderr
     assert tree_snapshot(jobdir) == before
     assert "warning" not in j.proc.stderr
     assert j.location("s3tokenizer")["size"] == S3_ASSET.size
+
+
+@pytest.fixture
+def volume() -> Iterator[str]:
+    """A docker volume, as agents mount a persistent cache; removed afterwards."""
+    name = f"bake-i11sh-{uuid.uuid4().hex[:12]}"
+    docker("volume", "create", name)
+    yield name
+    docker("volume", "rm", "-f", name, check=False)
+
+
+VOLUME_CHECK = r"""
+import hashlib, json, os, sys
+out = {"links": [], "files": {}}
+for top, dirs, files in os.walk(sys.argv[1]):
+    for name in dirs + files:
+        path = os.path.join(top, name)
+        rel = os.path.relpath(path, sys.argv[1])
+        if os.path.islink(path):
+            out["links"].append(rel)
+        elif os.path.isfile(path):
+            out["files"][rel] = hashlib.sha256(open(path, "rb").read()).hexdigest()
+print(json.dumps(out))
+"""
+
+
+def test_concurrent_jobs_on_one_docker_volume_make_one_verified_copy_each(image: str, volume: str) -> None:
+    """Eight containers start at once on one volume with BAKE_REQUIRE=1: none fails, none waits for
+    another's copy, and the volume ends with one real copy per baked file and no link."""
+    env = ["--env", "BAKE_REQUIRE=1", "--env", "XDG_CACHE_HOME=/cache/xdg"]
+    env += ["--env", "TIKTOKEN_RS_CACHE_DIR=/cache/rs", "--env", "TIKTOKEN_CACHE_DIR=/cache/rs"]
+    mount = ["--mount", f"type=volume,src={volume},dst=/cache"]
+    script = 'test -f "$TIKTOKEN_RS_CACHE_DIR/$0"'
+    procs = [
+        subprocess.Popen(
+            ["docker", "run", "--rm", "--network=none", *mount, *env, image, "sh", "-c", script, VOCAB_NAME],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(8)
+    ]
+    results = [(p.wait(timeout=180), p.stderr.read()) for p in procs]
+    # s3tokenizer's location is a ${XDG_CACHE_HOME:-…}/SUB one: a job that finds its copy in progress
+    # cannot be re-pointed, and under BAKE_REQUIRE=1 says so with exit 6. The tiktoken ones never fail.
+    for code, stderr in results:
+        assert code == 0 or (code == 6 and "another job is copying speech_tokenizer" in stderr), stderr
+    assert [code for code, _ in results].count(0) >= 1
+    check = ["run", "--rm", "--network=none", *mount, "--entrypoint", "python3", image, "-c", VOLUME_CHECK]
+    listing = json.loads(docker(*check, "/cache").stdout)
+    assert listing["links"] == []
+    expected = {f"xdg/s3tokenizer/{name}": a.sha256 for name, a in BAKED["s3tokenizer"].items()}
+    expected.update({f"rs/{name}": a.sha256 for name, a in BAKED["tiktoken"].items()})
+    assert {rel: sha for rel, sha in listing["files"].items() if not rel.endswith(".lock")} == expected
 
 
 # --- a file where a directory belongs: left alone, with a warning
@@ -290,7 +438,7 @@ UNSERVABLE = {
     "s3tokenizer-file": ("s3tokenizer", "file", {}),
     "rs-cache-file": ("TIKTOKEN_RS_CACHE_DIR", "file", {}),
     "data-gym-file": ("TIKTOKEN_CACHE_DIR", "file", {}),
-    "s3tokenizer-data": ("s3tokenizer", "data", {}),
+    "s3tokenizer-data-seed-off": ("s3tokenizer", "data", {"BAKE_SEED": "0"}),
     "read-only-root-no-tmp": (None, None, {"read_only": True}),
 }
 
@@ -300,7 +448,10 @@ def test_require_with_an_unservable_location_exits_6_before_the_job(
     job: Callable[..., Job], jobdir: Path, case: str
 ) -> None:
     kind, state, options = UNSERVABLE[case]
+    options = dict(options)
     env = {"BAKE_REQUIRE": "1"}
+    if "BAKE_SEED" in options:
+        env["BAKE_SEED"] = options.pop("BAKE_SEED")
     if kind is not None:
         make_state(jobdir, KINDS[kind][1], state)
         env.update(KINDS[kind][0])
@@ -357,7 +508,7 @@ def test_ready_line_is_the_only_stderr_and_stdout_is_the_jobs(
     (line,) = proc.stderr.splitlines()
     match = READY.match(line)
     assert match, line
-    assert match.group(1) == READY_LIST
+    assert match.group(1) == ready_list()
 
 
 def test_quiet_silences_the_ready_line(run: Run) -> None:

@@ -1,21 +1,29 @@
-"""The built image's files, index, labels, entrypoint and secrets, as the contract lays them out."""
+"""What is specific to bake's own image; the plugin (bake.testing) asserts everything else.
+
+The standard assertions (every asset's size, sha256, owner and mode, SHA256SUMS, the alias
+links, the digest label, the consumer locations through the ENTRYPOINT, tini and SIGTERM,
+no secret in any layer) run here exactly as another team runs them, through
+``pytest --pyargs bake.testing``; the tests below add what only this image promises.
+"""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path, PurePosixPath
+import os
+import subprocess
+import sys
+from pathlib import PurePosixPath
 
 import pytest
 import testinfra
 
 from bake.manifest import Asset, manifest_digest
 
-from . import ASSET_ROOT, MANIFEST, S3_ASSET, VOCAB_ASSET, docker, required_env
+from . import ALIAS_LINKS, ASSET_ROOT, ASSET_SUBDIRS, INDEX_NAMES, MANIFEST, VOCAB_ASSET, required_env
 
 pytestmark = pytest.mark.docker
 
-ASSET_DIRS = sorted({ASSET_ROOT} | {str(PurePosixPath(ASSET_ROOT, a.path).parent) for a in MANIFEST})
-INDEX_FILES = [f"{ASSET_ROOT}/SHA256SUMS", f"{ASSET_ROOT}/bake.lock.json"]
+ASSET_DIRS = sorted([ASSET_ROOT, *(f"{ASSET_ROOT}/{d}" for d in ASSET_SUBDIRS)])
+INDEX_FILES = [f"{ASSET_ROOT}/{name}" for name in INDEX_NAMES]
 ENCODING_LINK = f"{ASSET_ROOT}/tiktoken/o200k_base.tiktoken"
 OCI_LABELS = [
     "org.opencontainers.image.title",
@@ -35,28 +43,66 @@ def expected_digest() -> str:
     return required_env("ASSET_DIGEST")
 
 
+@pytest.fixture(scope="module")
+def hf_token() -> str:
+    """The dummy Hub token that scripts/test.sh passed to the build as the hf_token secret."""
+    return required_env("BAKE_TEST_HF_TOKEN")
+
+
+@pytest.fixture(scope="module")
+def plugin_run(
+    image: str, hf_token: str, tmp_path_factory: pytest.TempPathFactory
+) -> subprocess.CompletedProcess:
+    """`pytest --pyargs bake.testing --bake-image IMAGE --bake-secret-pattern TOKEN`, as teams run it."""
+    cwd = tmp_path_factory.mktemp("plugin-run")  # no conftest, no pyproject: the plugin alone
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "bake.testing", "--bake-image", image,
+         "--bake-secret-pattern", hf_token, "-p", "no:cacheprovider", "-v", "-rs"],
+        cwd=cwd, env={k: v for k, v in os.environ.items() if k != "BAKE_IMAGE"},
+        capture_output=True, text=True, timeout=540, check=False,
+    )  # fmt: skip
+
+
+def test_plugin_passes_on_the_image(plugin_run: subprocess.CompletedProcess) -> None:
+    assert plugin_run.returncode == 0, plugin_run.stdout[-6000:] + plugin_run.stderr[-2000:]
+
+
+@pytest.mark.parametrize("asset", MANIFEST, ids=by_name)
+def test_plugin_checked_the_asset(plugin_run: subprocess.CompletedProcess, asset: Asset) -> None:
+    assert f"test_asset[{asset.path}] PASSED" in plugin_run.stdout
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        "test_location_is_served[",
+        "test_tini_is_pid_1",
+        "test_secret_pattern_is_in_no_layer[pattern-1] PASSED",
+    ],
+)
+def test_plugin_ran_the_check(plugin_run: subprocess.CompletedProcess, check: str) -> None:
+    ran = [line for line in plugin_run.stdout.splitlines() if check in line]
+    assert ran and all("PASSED" in line for line in ran), plugin_run.stdout[-6000:]
+
+
+def test_plugin_reports_missing_libraries_as_not_applicable(plugin_run: subprocess.CompletedProcess) -> None:
+    # This image has no consumer library installed (tests/image/test_clients.py adds them).
+    assert "bake.testing: not applicable" in plugin_run.stdout
+    assert "s3tokenizer is not installed in the image" in plugin_run.stdout
+
+
 def test_build_digest_is_the_test_manifests(expected_digest: str) -> None:
     assert expected_digest == manifest_digest(MANIFEST)
 
 
-@pytest.mark.parametrize("asset", MANIFEST, ids=by_name)
-def test_asset_is_a_regular_file(host: testinfra.host.Host, asset: Asset) -> None:
-    f = host.file(f"{ASSET_ROOT}/{asset.path}")
-    assert f.is_file and not f.is_symlink
+def test_lock_is_the_test_manifest(bake_lock: dict, expected_digest: str) -> None:
+    locked = sorted((e["path"], e["size"], e["sha256"]) for e in bake_lock["assets"])
+    assert locked == sorted((a.path, a.size, a.sha256) for a in MANIFEST)
+    assert bake_lock["manifest_digest"] == expected_digest
 
 
-@pytest.mark.parametrize("asset", MANIFEST, ids=by_name)
-def test_asset_size(host: testinfra.host.Host, asset: Asset) -> None:
-    assert host.file(f"{ASSET_ROOT}/{asset.path}").size == asset.size
-
-
-@pytest.mark.parametrize("asset", MANIFEST, ids=by_name)
-def test_asset_sha256(host: testinfra.host.Host, asset: Asset) -> None:
-    assert host.file(f"{ASSET_ROOT}/{asset.path}").sha256sum == asset.sha256
-
-
-@pytest.mark.parametrize("path", [f"{ASSET_ROOT}/{a.path}" for a in MANIFEST] + INDEX_FILES)
-def test_file_is_root_owned_0444(host: testinfra.host.Host, path: str) -> None:
+@pytest.mark.parametrize("path", INDEX_FILES)
+def test_index_file_is_root_owned_0444(host: testinfra.host.Host, path: str) -> None:
     f = host.file(path)
     assert (f.user, f.group, f.mode) == ("root", "root", 0o444)
 
@@ -70,7 +116,8 @@ def test_directory_is_root_owned_0555(host: testinfra.host.Host, path: str) -> N
 
 def test_asset_root_holds_exactly_the_assets_index_and_link(host: testinfra.host.Host) -> None:
     found = set(host.check_output(f"find {ASSET_ROOT} -mindepth 1").splitlines())
-    expected = {f"{ASSET_ROOT}/{a.path}" for a in MANIFEST} | set(INDEX_FILES) | {ENCODING_LINK}
+    expected = {f"{ASSET_ROOT}/{a.path}" for a in MANIFEST} | set(INDEX_FILES)
+    expected |= {f"{ASSET_ROOT}/{link}" for link in ALIAS_LINKS}
     assert found == expected | (set(ASSET_DIRS) - {ASSET_ROOT})
 
 
@@ -80,45 +127,11 @@ def test_no_temporary_or_partial_files_under_opt_bake(host: testinfra.host.Host)
     assert host.check_output(f"find /opt/bake \\( {expr} \\) -print") == ""
 
 
-def test_sha256sums_checks(host: testinfra.host.Host) -> None:
-    out = host.run(f"cd {ASSET_ROOT} && sha256sum -c SHA256SUMS")
-    assert out.rc == 0, out.stdout + out.stderr
-    assert sorted(out.stdout.splitlines()) == sorted(f"{a.path}: OK" for a in MANIFEST)
-
-
-def test_sha256sums_lists_relative_paths(host: testinfra.host.Host) -> None:
-    lines = host.file(f"{ASSET_ROOT}/SHA256SUMS").content_string.splitlines()
-    assert sorted(lines) == sorted(f"{a.sha256}  {a.path}" for a in MANIFEST)
-
-
 def test_encoding_link_points_at_the_sha1_named_vocab(host: testinfra.host.Host) -> None:
     link = host.file(ENCODING_LINK)
     assert link.is_symlink
     assert host.check_output(f"readlink {ENCODING_LINK}") == PurePosixPath(VOCAB_ASSET.path).name
     assert host.file(ENCODING_LINK).sha256sum == VOCAB_ASSET.sha256
-
-
-@pytest.fixture(scope="module")
-def lock(host: testinfra.host.Host) -> dict:
-    return json.loads(host.file(f"{ASSET_ROOT}/bake.lock.json").content_string)
-
-
-def test_lock_manifest_digest(lock: dict, expected_digest: str) -> None:
-    assert lock["manifest_digest"] == expected_digest
-
-
-def test_lock_lists_exactly_the_manifest_paths(lock: dict) -> None:
-    assert sorted(e["path"] for e in lock["assets"]) == sorted(a.path for a in MANIFEST)
-
-
-@pytest.mark.parametrize("asset", MANIFEST, ids=by_name)
-def test_lock_entry(lock: dict, asset: Asset) -> None:
-    (entry,) = [e for e in lock["assets"] if e["path"] == asset.path]
-    assert (entry["size"], entry["sha256"]) == (asset.size, asset.sha256)
-
-
-def test_manifest_digest_label(image_config: dict, expected_digest: str) -> None:
-    assert image_config["Config"]["Labels"]["dev.bake.assets.manifest-digest"] == expected_digest
 
 
 def test_asset_root_label(image_config: dict) -> None:
@@ -141,53 +154,13 @@ def test_entrypoint_is_tini_then_bake_entrypoint(image_config: dict) -> None:
     assert image_config["Config"]["Entrypoint"] == ["tini", "--", "bake-entrypoint"]
 
 
-def test_tini_runs_as_pid_1(host: testinfra.host.Host) -> None:
-    assert Path(host.check_output("readlink /proc/1/exe")).name.startswith("tini")
-
-
 def test_bake_verify_in_the_image(host: testinfra.host.Host) -> None:
     out = host.run(f"bake verify --dest {ASSET_ROOT}")
     assert out.rc == 0, out.stdout + out.stderr
 
 
-@pytest.fixture(scope="module")
-def hf_token() -> str:
-    """The dummy Hub token that scripts/test.sh passed to the build as the hf_token secret."""
-    return required_env("BAKE_TEST_HF_TOKEN")
-
-
-def scan(archive: Path, needle: bytes) -> bool:
-    """Whether ``needle`` occurs anywhere in ``archive``: every layer tar, config and manifest."""
-    overlap = b""
-    with archive.open("rb") as fh:
-        while chunk := fh.read(1 << 22):
-            if needle in overlap + chunk:
-                return True
-            overlap = chunk[-(len(needle) - 1) :]
-    return False
-
-
-def test_saved_image_scan_finds_what_only_a_layer_holds(image_archive: Path) -> None:
-    # The control: a SHA256SUMS line exists in the asset layer alone, not in any config or label.
-    assert scan(image_archive, f"{S3_ASSET.sha256}  {S3_ASSET.path}".encode())
-
-
-def test_token_is_in_no_layer(image_archive: Path, hf_token: str) -> None:
-    assert not scan(image_archive, hf_token.encode())
-
-
-def test_token_is_not_in_history(image: str, hf_token: str) -> None:
-    history = docker("history", "--no-trunc", "--format", "{{json .}}", image).stdout
-    assert "bake-entrypoint" in history  # the control: this is the image's real history
-    assert hf_token not in history
-
-
-def test_token_is_not_in_the_lock(host: testinfra.host.Host, hf_token: str) -> None:
-    assert hf_token not in host.file(f"{ASSET_ROOT}/bake.lock.json").content_string
-
-
 def test_token_is_not_in_the_config(image_config: dict, hf_token: str) -> None:
-    assert hf_token not in json.dumps(image_config)
+    assert hf_token not in str(image_config)
 
 
 def test_docker_exec_sees_no_token_in_the_environment(host: testinfra.host.Host, hf_token: str) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from . import ASSET_ROOT, MANIFEST, VOCAB_ASSET, bake_image, docker
+from . import ALIAS_LINKS, ASSET_ROOT, ASSET_SUBDIRS, INDEX_NAMES, MANIFEST, VOCAB_ASSET, bake_image, docker
 
 pytestmark = pytest.mark.docker
 
@@ -26,13 +26,11 @@ ALT_BASE = os.environ.get("BAKE_STANDIN_BASE_ALT", "local/rocm-standin:bookworm-
 SOURCE_DATE_EPOCH = int(os.environ.get("SOURCE_DATE_EPOCH", "0"))
 
 ROOT = ASSET_ROOT.lstrip("/")
-ASSET_DIRS = sorted({ROOT} | {str(PurePosixPath(ROOT, a.path).parent) for a in MANIFEST})
-ASSET_FILES = sorted(
-    [f"{ROOT}/{a.path}" for a in MANIFEST] + [f"{ROOT}/SHA256SUMS", f"{ROOT}/bake.lock.json"]
-)
+ASSET_DIRS = sorted([ROOT, *(f"{ROOT}/{d}" for d in ASSET_SUBDIRS)])
+ASSET_FILES = sorted([f"{ROOT}/{a.path}" for a in MANIFEST] + [f"{ROOT}/{name}" for name in INDEX_NAMES])
 
 ENCODING_LINK = f"{ROOT}/tiktoken/o200k_base.tiktoken"
-LAYER_ENTRIES = ["opt", "opt/bake", *ASSET_DIRS, *ASSET_FILES, ENCODING_LINK]
+LAYER_ENTRIES = ["opt", "opt/bake", *ASSET_DIRS, *ASSET_FILES, *(f"{ROOT}/{link}" for link in ALIAS_LINKS)]
 
 
 def inspect(ref: str) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -12,17 +13,16 @@ from pathlib import Path
 import pytest
 
 from . import (
-    ASSET_ROOT,
     CLIENT_PROBE,
     PROBE_TEXT,
     PROBE_TOKENS,
-    VOCAB_ASSET,
     VOCAB_NAME,
     docker,
     fail_or_skip,
     run_image,
     tree_snapshot,
 )
+from .test_entrypoint_image import seeded_only
 
 pytestmark = pytest.mark.docker
 
@@ -137,18 +137,19 @@ def test_agent_job_vocab_encodes(agent_job: dict) -> None:
     assert agent_job["report"]["harmony"]["tokens"] == PROBE_TOKENS
 
 
-def test_agent_job_harmony_reads_a_job_local_view_of_the_volume(agent_job: dict) -> None:
+def test_agent_job_harmony_reads_the_volume_seeded_with_a_verified_copy(agent_job: dict) -> None:
     harmony = agent_job["report"]["harmony"]
-    assert harmony["cache"].startswith("/tmp/job/")
-    assert harmony["entries"] == {
-        VOCAB_NAME: f"{ASSET_ROOT}/{VOCAB_ASSET.path}",
-        UNRELATED_VOCAB: f"/data/hf/tiktoken-rs-cache/{UNRELATED_VOCAB}",
-    }
+    assert harmony["cache"] == "/data/hf/tiktoken-rs-cache"
+    # The real file there, no link: the volume was seeded with a verified copy.
+    assert harmony["entries"][VOCAB_NAME] == f"/data/hf/tiktoken-rs-cache/{VOCAB_NAME}"
+    assert harmony["entries"][UNRELATED_VOCAB] == f"/data/hf/tiktoken-rs-cache/{UNRELATED_VOCAB}"
 
 
-def test_hf_home_gains_no_entry(agent_job: dict) -> None:
-    assert sorted(agent_job["after"]) == sorted(agent_job["before"])
+def test_hf_home_gains_only_verified_copies_and_holds_no_link(agent_job: dict) -> None:
+    copies = seeded_only(agent_job["before"], agent_job["after"])
+    assert f"tiktoken-rs-cache/{VOCAB_NAME}" in copies
 
 
 def test_hf_home_loses_no_byte(agent_job: dict) -> None:
-    assert agent_job["after"] == agent_job["before"]
+    for rel, entry in agent_job["before"].items():
+        assert agent_job["after"][rel][:4] == entry[:4] or stat.S_ISDIR(entry[0]), rel

@@ -133,7 +133,7 @@ def test_cache_too_full_for_progress_records_leaves_no_temporary(
     errors = error_text(proc.stderr)
     assert proc.returncode == 3, proc.stderr
     assert "asset 'big'" in errors and "no space" in errors and "need" in errors
-    assert [p for p in files_under(cache) if p.endswith(".tmp")] == []
+    assert [p for p in files_under(cache) if ".bake-staging." in p] == []
     assert files_under(tmp_path / "dest") == []
 
 
@@ -147,5 +147,5 @@ def test_no_space_for_the_index_exits_3(
     assert proc.returncode == 3, proc.stderr
     assert "no space" in error_text(proc.stderr) and "Traceback" not in proc.stderr
     # The two index files land together or not at all, and no staging file is left.
-    assert [p for p in files_under(dest) if "bake-tmp" in p] == []
+    assert [p for p in files_under(dest) if ".bake-staging." in p] == []
     assert not (dest / "SHA256SUMS").exists() and not (dest / "bake.lock.json").exists()

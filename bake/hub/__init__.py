@@ -1,0 +1,1 @@
+"""Hugging Face Hub repositories as assets: schema, add, download and the Hub's cache layout."""

@@ -1,0 +1,134 @@
+"""Where a consumer looks for its files: the ``$VAR`` / ``${VAR:-DEFAULT}/SUB`` grammar, parsed and resolved.
+
+The entrypoint reads these rules as data (``bake.serve``), so the grammar is
+deliberately tiny: no command substitution, no other expansion, nothing a shell
+would have to evaluate.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from bake.errors import ManifestError
+
+_VAR = r"[A-Za-z_][A-Za-z0-9_]*"
+_EXPORT = re.compile(rf"^\$({_VAR})$")
+_UNDER = re.compile(rf"^\$\{{({_VAR}):-([^{{}}]*)\}}(?:/(.*))?$")
+# A plain path component: no separator, no control character, nothing a shell would expand or quote.
+_COMPONENT = re.compile(r"^[^/\x00-\x1f\x7f$`\\\"'{}]+$")
+_FORBIDDEN_VARS = ("PATH", "HOME", "IFS", "TMPDIR")
+_FORBIDDEN_PREFIXES = ("LD_", "BAKE_")
+GRAMMAR = "$VAR or ${VAR:-DEFAULT}/SUB (DEFAULT absolute or $HOME/…, SUB plain path components)"
+
+
+@dataclass(frozen=True)
+class Location:
+    """One lookup location: the directory ``$VAR`` (``default`` None) or ``${VAR:-default}/sub``."""
+
+    var: str
+    sub: str = ""
+    default: str | None = None
+
+    @property
+    def mode(self) -> str:
+        """``export`` for ``$VAR`` (the entrypoint exports a job-local one when unset), else ``under``."""
+        return "export" if self.default is None else "under"
+
+    def __str__(self) -> str:
+        if self.default is None:
+            return f"${self.var}"
+        return f"${{{self.var}:-{self.default}}}" + (f"/{self.sub}" if self.sub else "")
+
+    def record(self, loc_id: str, consumer: str) -> tuple[str, ...]:
+        """Return this location's ``loc`` record for ``bake.serve``."""
+        return ("loc", loc_id, consumer, self.mode, self.var, self.sub, self.default or "")
+
+    def symbolic_paths(self) -> list[tuple[str, ...]]:
+        """Return the symbolic paths this location can resolve to, as component tuples.
+
+        Two locations nest when a path of one is a prefix of a path of the other.
+        """
+        sub = tuple(self.sub.split("/")) if self.sub else ()
+        keys = [(f"${self.var}", *sub)]
+        if self.default is not None:
+            base = ("$HOME",) if self.default.startswith("$HOME") else ("/",)
+            rest = self.default.removeprefix("$HOME").strip("/")
+            keys.append((*base, *(rest.split("/") if rest else ()), *sub))
+        return keys
+
+    def nests_with(self, other: Location) -> bool:
+        """Return True when one location can lie inside (or be) the other."""
+        return any(
+            a[: len(b)] == b or b[: len(a)] == a
+            for a in self.symbolic_paths()
+            for b in other.symbolic_paths()
+        )
+
+    def resolve(self, environ: Mapping[str, str]) -> Path | None:
+        """Return the directory as the entrypoint resolves it; None for ``$VAR`` when VAR is unset or empty.
+
+        A relative value resolves against the working directory, as the consumers do.
+        """
+        value = environ.get(self.var) or None
+        if value is None and self.default is None:
+            return None
+        if value is None:
+            rest = self.default.removeprefix("$HOME") if self.default.startswith("$HOME") else None
+            value = self.default if rest is None else _home(environ) + rest
+        return Path(os.path.abspath(os.path.join(value, self.sub) if self.sub else value))
+
+
+def _home(environ: Mapping[str, str]) -> str:
+    """HOME, or the password database's entry when it is unset, as the entrypoint does."""
+    home = environ.get("HOME")
+    if home:
+        return home
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return "/"
+
+
+def _components(text: str) -> bool:
+    return all(_COMPONENT.match(c) and c not in (".", "..") for c in text.split("/"))
+
+
+def parse_location(text: object, where: str) -> Location:
+    """Parse one location in the contract's grammar. Raises ManifestError naming ``where``."""
+    if not isinstance(text, str):
+        raise ManifestError(f"{where}: location {text!r} must be a string in the form {GRAMMAR}")
+    match = _EXPORT.match(text)
+    if match:
+        location = Location(match.group(1))
+    else:
+        match = _UNDER.match(text)
+        if not match:
+            raise ManifestError(f"{where}: location {text!r} is not {GRAMMAR}; nothing else is expanded")
+        var, default, sub = match.group(1), match.group(2), match.group(3) or ""
+        home_rest = default.removeprefix("$HOME") if default.startswith("$HOME") else None
+        if home_rest is not None:
+            ok = home_rest == "" or (home_rest.startswith("/") and _components(home_rest[1:]))
+        else:
+            ok = default == "/" or (default.startswith("/") and _components(default[1:]))
+        if not ok:
+            raise ManifestError(
+                f"{where}: location {text!r}: default {default!r} must be an absolute path or $HOME/…, "
+                "with plain components (no '.', '..', empty parts or expansions)"
+            )
+        if sub and not _components(sub):
+            raise ManifestError(
+                f"{where}: location {text!r}: {sub!r} must be plain path components "
+                "(no '.', '..', empty parts or expansions)"
+            )
+        location = Location(var, sub, default)
+    if location.var in _FORBIDDEN_VARS or location.var.startswith(_FORBIDDEN_PREFIXES):
+        raise ManifestError(
+            f"{where}: location {text!r} uses ${location.var}, which bake may not serve "
+            f"({', '.join(_FORBIDDEN_VARS)}, LD_* and BAKE_* are refused); name the library's own variable"
+        )
+    return location

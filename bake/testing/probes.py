@@ -1,0 +1,110 @@
+"""Small Python programs run inside the image, as jobs, to see what a consumer would see.
+
+Each reads a JSON argument and prints one JSON report. They use the image's own python3 and
+its standard library only, since bake itself needs nothing more.
+"""
+
+from __future__ import annotations
+
+# Resolves every location of bake.serve in the job's environment (after the entrypoint ran)
+# the way the consumers resolve it, and reports, per location, each served file and link.
+LOCATIONS = r"""
+import hashlib, json, os, pwd, sys
+
+cfg = json.loads(sys.argv[1])
+root = cfg["root"]
+
+
+def home():
+    return os.environ.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir
+
+
+def base_of(loc, done):
+    value = os.environ.get(loc["var"], "")
+    if loc["mode"] == "export":
+        return value or None
+    if value:
+        return value
+    fallback = loc["fallback"]
+    if fallback.startswith("@"):
+        return done.get(fallback[1:])
+    if fallback == "$HOME" or fallback.startswith("$HOME/"):
+        return home() + fallback[len("$HOME"):]
+    return fallback
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_file(directory, item):
+    path = os.path.join(directory, item["name"])
+    baked = os.path.join(root, item["asset"])
+    if not os.path.lexists(path):
+        return "missing"
+    if not os.path.isfile(path):
+        return "a dangling link" if os.path.islink(path) else "not a regular file"
+    size = os.path.getsize(path)
+    if size != item["size"]:
+        return f"{size} bytes, expected {item['size']}"
+    if os.path.realpath(path) != os.path.realpath(baked) and sha256(path) != sha256(baked):
+        return "different bytes from the baked file"
+    return None
+
+
+def check_link(directory, item):
+    path = os.path.join(directory, item["name"])
+    if not os.path.lexists(path):
+        return "missing"
+    if not os.path.exists(path):
+        return "a dangling link"
+    return None
+
+
+done, report = {}, {}
+for loc in cfg["locations"]:
+    base = base_of(loc, done)
+    directory = os.path.abspath(os.path.join(base, loc["sub"]) if base and loc["sub"] else base or "")
+    if base:
+        done[loc["id"]] = directory
+    mine = [f for f in cfg["files"] if f["loc"] == loc["id"]] if base else []
+    files = {f["name"]: check_file(directory, f) for f in mine}
+    mine = [k for k in cfg["links"] if k["loc"] == loc["id"]] if base else []
+    links = {k["name"]: check_link(directory, k) for k in mine}
+    report[loc["id"]] = {"dir": directory if base else None, "files": files, "links": links}
+print(json.dumps(report))
+"""
+
+# Which of the named distributions are installed in the image: {name: version or null}.
+INSTALLED = r"""
+import importlib.metadata, json, sys
+
+found = {}
+for name in json.loads(sys.argv[1]):
+    try:
+        found[name] = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        found[name] = None
+print(json.dumps(found))
+"""
+
+# Resolves one baked Hub repository offline with huggingface_hub (HF_HUB_OFFLINE=1 in the job)
+# and reports which expected files it found in the snapshot.
+HUB = r"""
+import json, os, sys
+
+cfg = json.loads(sys.argv[1])
+from huggingface_hub import snapshot_download
+
+try:
+    path = snapshot_download(cfg["repo_id"], repo_type=cfg["repo_type"], revision=cfg["revision"])
+except Exception as exc:
+    print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+    raise SystemExit(0)
+missing = [f for f in cfg["files"] if not os.path.isfile(os.path.join(path, f))]
+print(json.dumps({"path": path, "missing": missing}))
+"""

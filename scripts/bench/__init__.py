@@ -1,0 +1,1 @@
+"""scripts/bench.py split by job: processes, fetchers, engine, builds, entrypoint, report, main."""

@@ -1,0 +1,223 @@
+"""Measures 4-6 and the fleet check: warm rebuild, base bump, fresh builder, on the bench engine."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.common import BAKE_FILES, BENCH_MANIFEST, STANDINS, VLLM_FILES, VLLM_ROOT, BenchError, Profile, log
+from bench.engine import Engine, Registry
+from bench.processes import free_port, mirror, run
+from tests.assets import CHECKPOINT_MIRROR_PATH, mirror_args
+
+
+@dataclass
+class Push:
+    """One `docker push`: what the asset layer did, and what the registry newly stored."""
+
+    asset_layer_status: str
+    asset_layer_bytes_uploaded: int
+    asset_layer_compressed_bytes: int
+    new_blob_bytes: int
+    seconds: float
+
+
+class Builds:
+    """Measures 4-6 and the fleet check, in order, on one engine and one registry."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        src: Path,
+        root: Path,
+        logs: Path,
+        engine: Engine,
+        registry: Registry,
+        digest: str,
+        standin_registry: str,
+    ) -> None:
+        self.profile = profile
+        self.src = src
+        self.root = root
+        self.logs = logs
+        self.engine = engine
+        self.registry = registry
+        self.digest = digest
+        self.standin_registry = standin_registry
+        self.mirror_port = free_port()  # one URL for every build: it is a build arg of the fetch stage
+        self.image_repo = f"{registry.host}/bake-bench"
+        self.assets_repo = f"{registry.host}/bake-assets"
+        self.fleet_repo = f"{registry.host}/vllm-bench"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        url = f"http://127.0.0.1:{self.mirror_port}"
+        return {
+            **self.engine.env,
+            "ASSET_MANIFEST": BENCH_MANIFEST,
+            "ASSET_MIRRORS": " ".join(mirror_args(url)),
+            "ASSET_DIGEST": self.digest,
+            "BAKE_FETCH_ARGS": f"--no-origin --connections {self.profile.connections}",
+            "BAKE_TEST_HF_TOKEN": "hf_bench_dummy_token",
+            "IMAGE_NAME": self.image_repo,
+            "IMAGE_TAG": "bookworm",
+            **extra,
+        }
+
+    def pull_standins(self) -> None:
+        for tag in STANDINS:
+            remote = f"{self.standin_registry}/rocm-standin:{tag}"
+            self.engine.docker("pull", "-q", remote)
+            self.engine.docker("tag", remote, f"local/rocm-standin:{tag}")
+
+    def bake(self, phase: str, cmd: Sequence[str], env: dict[str, str], cwd: str = ".") -> tuple[float, int]:
+        """Run a build with the origin mirror up; return (wall seconds, asset bytes the mirror served)."""
+        with mirror(self.src, self.root, self.logs, port=self.mirror_port, rate=self.profile.rate) as served:
+            seconds = run(cmd, log_path=self.logs / f"{phase}.log", cwd=self.src / cwd, env=env)
+        sent = served.sent(CHECKPOINT_MIRROR_PATH)
+        log(f"  {phase}: {seconds:.1f} s, {sent} asset bytes from the mirror")
+        return seconds, sent
+
+    def push(self, phase: str, ref: str, asset_layer: str) -> Push:
+        """`docker push` ``ref``; read the asset layer's fate from its output and the registry's store."""
+        before = self.registry.blobs()
+        t0 = time.perf_counter()
+        proc = self.engine.docker("push", ref)
+        seconds = time.perf_counter() - t0
+        (self.logs / f"{phase}.log").write_text(proc.stdout + proc.stderr)
+        short = asset_layer.removeprefix("sha256:")[:12]
+        # One line per layer state (Preparing, Waiting, ...); the last one is the outcome.
+        states = [
+            line.split(": ", 1)[1] for line in proc.stdout.splitlines() if line.startswith(f"{short}: ")
+        ]
+        status = states[-1] if states else ""
+        repo, tag = ref.rsplit(":", 1)
+        index = self.engine.layers(ref).index(asset_layer)
+        layer = self.registry.manifest(repo.split("/", 1)[1], tag)["layers"][index]
+        new = {d: n for d, n in self.registry.blobs().items() if d not in before}
+        uploaded = layer["size"] if status == "Pushed" else 0
+        if status not in ("Pushed", "Layer already exists") and not status.startswith("Mounted from"):
+            raise BenchError(
+                f"docker push {ref}: no status line for the asset layer {short}; see {self.logs / phase}.log"
+            )
+        stored = sum(new.values())
+        log(f"  {phase}: asset layer {status!r}, {uploaded} bytes uploaded; {stored} new blob bytes")
+        return Push(status, uploaded, layer["size"], stored, seconds)
+
+    def asset_layer(self, ref: str, base: str) -> str:
+        """The first layer of ``ref`` its base lacks; the base's layers must come first, unchanged."""
+        layers, base_layers = self.engine.layers(ref), self.engine.layers(base)
+        if layers[: len(base_layers)] != base_layers:
+            raise BenchError(f"{ref} does not start with the layers of {base}")
+        return layers[len(base_layers)]
+
+    def run_all(self) -> dict:
+        base_a, base_b = (f"local/rocm-standin:{tag}" for tag in STANDINS)
+        plain = ["docker", "buildx", "bake", *BAKE_FILES, "--progress=plain", "image"]
+        build = [sys.executable, "-m", "bake", "build", "--assets-image", self.assets_repo]
+        via_assets_image = [*build, "--", *BAKE_FILES, "--progress=plain", "image"]
+        image_a, image_b = f"{self.image_repo}:bookworm", f"{self.image_repo}:bookworm-slim"
+        assets_ref = f"{self.assets_repo}:{self.digest}"
+
+        log("builds: warm rebuild")
+        cold_s, cold_bytes = self.bake("cold-build", plain, self.env())
+        layer = self.asset_layer(image_a, base_a)
+        warm_s, warm_bytes = self.bake("warm-build", plain, self.env())
+        warm = {
+            "cold_seconds": cold_s,
+            "cold_asset_bytes": cold_bytes,
+            "warm_seconds": warm_s,
+            "warm_asset_bytes": warm_bytes,
+            "warm_vs_cold": warm_s / cold_s,
+            "same_asset_layer": self.asset_layer(image_a, base_a) == layer,
+        }
+
+        log("builds: base bump")
+        first = self.push("push-first-base", image_a, layer)
+        bump_s, bump_bytes = self.bake(
+            "base-bump-build", plain, self.env(BASE_IMAGE=base_b, IMAGE_TAG="bookworm-slim")
+        )
+        bumped = self.push("push-base-bump", image_b, self.asset_layer(image_b, base_b))
+        base_bump = {
+            "first_push_asset_layer_status": first.asset_layer_status,
+            "first_push_asset_layer_bytes": first.asset_layer_bytes_uploaded,
+            "build_seconds": bump_s,
+            "build_asset_bytes_from_mirror": bump_bytes,
+            "push_seconds": bumped.seconds,
+            "asset_layer_status": bumped.asset_layer_status,
+            "asset_layer_bytes_uploaded": bumped.asset_layer_bytes_uploaded,
+            "asset_layer_compressed_bytes": bumped.asset_layer_compressed_bytes,
+            "new_blob_bytes": bumped.new_blob_bytes,
+            "same_asset_layer": self.asset_layer(image_b, base_b) == layer,
+        }
+
+        log("builds: publish the assets image, and a vLLM-style image from it through a -f overlay")
+        before = self.registry.blobs()
+        publish_s, publish_bytes = self.bake("publish-assets-image", via_assets_image, self.env())
+        publish_new = sum(n for d, n in self.registry.blobs().items() if d not in before)
+        pulled = sum(blob["size"] for blob in self.registry.manifest("bake-assets", self.digest)["layers"])
+        runtime_ref = f"{self.registry.host}/bake-runtime:bench"
+        runtime = [*plain[:-1], "--set", f"runtime.tags={runtime_ref}", "--push", "runtime"]
+        self.bake("publish-runtime-image", runtime, self.env())
+        fleet_ref = f"{self.fleet_repo}:ci_base"
+        fleet_env = self.env(
+            BAKE_ASSETS_REPO=self.assets_repo,
+            BAKE_ASSETS_DIGEST=self.digest,
+            BAKE_RUNTIME_IMAGE=runtime_ref,
+            BASE_IMAGE=base_b,
+        )
+        fleet_s, fleet_bytes = self.bake(
+            "fleet-build",
+            ["docker", "buildx", "bake", *VLLM_FILES, "--progress=plain",
+             "--set", f"ci-base-rocm.tags={fleet_ref}", "ci-base-rocm"],
+            fleet_env,
+            cwd=VLLM_ROOT,
+        )  # fmt: skip
+        fleet_same = layer in self.engine.layers(fleet_ref)
+        if not fleet_same:
+            raise BenchError(f"{fleet_ref}: the vLLM stand-in's ci_base lacks the asset layer {layer}")
+        fleet_push = self.push("push-fleet", fleet_ref, layer)
+
+        log("builds: fresh builder (engine data root deleted; the registry stays)")
+        self.engine.wipe()
+        self.pull_standins()
+        fresh_s, fresh_bytes = self.bake("fresh-builder-build", via_assets_image, self.env())
+        fresh = {
+            "assets_image": assets_ref,
+            "publish_seconds": publish_s,
+            "publish_asset_bytes_from_mirror": publish_bytes,
+            "publish_new_blob_bytes": publish_new,
+            "seconds": fresh_s,
+            "origin_asset_bytes": fresh_bytes,
+            "registry_asset_bytes": pulled,
+            "vs_cold": fresh_s / cold_s,
+            "same_asset_layer": self.asset_layer(image_a, base_a) == layer,
+            "fleet": {
+                "bake_files": " ".join(f"{VLLM_ROOT}/{f}" for f in VLLM_FILES[1::2]),
+                "seconds": fleet_s,
+                "asset_bytes_from_mirror": fleet_bytes,
+                "same_asset_layer": fleet_same,
+                "push_asset_layer_status": fleet_push.asset_layer_status,
+                "push_asset_layer_bytes_uploaded": fleet_push.asset_layer_bytes_uploaded,
+            },
+        }
+        return {"warm_rebuild": warm, "base_bump": base_bump, "fresh_builder": fresh}
+
+
+def bench_builds(
+    profile: Profile, src: Path, root: Path, work: Path, logs: Path, digest: str, standin_registry: str
+) -> dict:
+    """Measures 4-6, with their engine and registry started and stopped here."""
+    engine = Engine(work / "engine", logs)
+    registry = Registry(work, logs)
+    with contextlib.ExitStack() as stack:
+        registry.start()
+        stack.callback(registry.stop)
+        stack.callback(engine.stop)
+        engine.start()
+        builds = Builds(profile, src, root, logs, engine, registry, digest, standin_registry)
+        builds.pull_standins()
+        return builds.run_all()

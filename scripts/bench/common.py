@@ -1,0 +1,61 @@
+"""What every part of the bench shares: paths, names, the run profiles, the log and the error."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.assets import CHECKPOINT_MIRROR_PATH, MIRROR_PATHS
+
+REPO = Path(__file__).resolve().parents[2]
+
+MIB = 1 << 20
+# The production checkpoint URL, which the mirror rewrites map onto CHECKPOINT_MIRROR_PATH.
+CHECKPOINT_URL = next(
+    prefix + CHECKPOINT_MIRROR_PATH.removeprefix(path)
+    for prefix, path in MIRROR_PATHS.items()
+    if CHECKPOINT_MIRROR_PATH.startswith(path)
+)
+ASSET_PATH = "s3tokenizer/speech_tokenizer_v3_25hz.onnx"
+BENCH_MANIFEST = "docker/bench-assets.toml"  # written into the snapshot only
+BAKE_FILES = ["-f", "docker-bake.hcl", "-f", "docker/bake-test.hcl", "--allow=network.host"]
+# vLLM's ROCm layout (the stand-in under docker/examples/vllm, run from its root) plus bake's overlay.
+VLLM_ROOT = "docker/examples/vllm"
+VLLM_FILES = [
+    "-f",
+    "docker/docker-bake-rocm.hcl",
+    "-f",
+    "docker/ci-rocm.hcl",
+    "-f",
+    "../../vllm/bake-rocm.hcl",
+]
+STANDINS = ("bookworm", "bookworm-slim")
+PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+MANIFEST_TYPES = (
+    "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
+)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How big the run is."""
+
+    name: str
+    size: int
+    rate: int  # bytes/s per connection, the mirror's throttle
+    connections: int
+    repeats: int  # runs of each fast client; the median counts
+    entrypoint_runs: int
+
+
+FULL = Profile("full", 512 * MIB, 4 * MIB, 8, 3, 200)
+SMOKE = Profile("smoke", 16 * MIB, 8 * MIB, 8, 1, 20)
+
+
+def log(message: str) -> None:
+    print(f"bench: {message}", file=sys.stderr, flush=True)
+
+
+class BenchError(Exception):
+    """A step of the benchmark failed; the message says which and where its log is."""

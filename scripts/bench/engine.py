@@ -1,0 +1,123 @@
+"""The throw-away second dockerd and registry the build measures run on."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import urllib.request
+from pathlib import Path
+
+from bench.common import MANIFEST_TYPES, REPO, BenchError
+from bench.processes import free_port, stop, wait_until
+
+
+class Engine:
+    """A second dockerd with its own data root, exec root, pid file and unix socket; no TCP, no bridge."""
+
+    def __init__(self, work: Path, logs: Path) -> None:
+        self.work = work
+        self.logs = logs
+        self.sock = work / "docker.sock"
+        self.proc: subprocess.Popen | None = None
+        config = work / "docker-config"
+        config.mkdir(parents=True)
+        self.env = {**os.environ, "DOCKER_HOST": f"unix://{self.sock}", "DOCKER_CONFIG": str(config)}
+
+    def start(self) -> None:
+        # The settings of the toolchain's engine (no bridge, no iptables, network-host), from one file.
+        daemon = REPO / "scripts/dockerd.json"
+        dockerd = shutil.which("dockerd", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+        if dockerd is None:
+            raise BenchError("dockerd not found; run scripts/toolchain.sh up as root")
+        cmd = [dockerd, "--data-root", str(self.work / "data"), "--exec-root", str(self.work / "exec")]
+        cmd += ["--pidfile", str(self.work / "dockerd.pid"), "--host", f"unix://{self.sock}"]
+        cmd += ["--config-file", str(daemon)]
+        # Own namespaces too, in case both daemons ever share a system containerd.
+        cmd += [
+            "--containerd-namespace",
+            "bake-bench",
+            "--containerd-plugins-namespace",
+            "bake-bench-plugins",
+        ]
+        log_path = self.logs / "dockerd.log"
+        with open(log_path, "ab") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_until(self.answers, "the bench dockerd", self.proc, log_path)
+
+    def answers(self) -> bool:
+        return self.docker("info", check=False).returncode == 0
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop(self.proc)
+            self.proc = None
+
+    def wipe(self) -> None:
+        """Stop, delete every image, layer and build cache entry (the whole data root), start afresh."""
+        self.stop()
+        shutil.rmtree(self.work / "data")
+        shutil.rmtree(self.work / "exec", ignore_errors=True)
+        self.start()
+
+    def docker(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(["docker", *args], env=self.env, capture_output=True, text=True, check=False)
+        if check and proc.returncode != 0:
+            raise BenchError(f"docker {' '.join(args[:4])} … exited {proc.returncode}: {proc.stderr.strip()}")
+        return proc
+
+    def inspect(self, ref: str) -> dict:
+        return json.loads(self.docker("image", "inspect", ref).stdout)[0]
+
+    def layers(self, ref: str) -> list[str]:
+        return self.inspect(ref)["RootFS"]["Layers"]
+
+
+class Registry:
+    """Debian's docker-registry on a free loopback port; it outlives the engine wipe."""
+
+    def __init__(self, work: Path, logs: Path) -> None:
+        self.root = work / "registry"
+        self.port = free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        self.logs = logs
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        config = self.root.with_suffix(".yml")
+        config.write_text(
+            "version: 0.1\nlog:\n  level: warn\n"
+            f"storage:\n  filesystem:\n    rootdirectory: {self.root}\nhttp:\n  addr: {self.host}\n"
+        )
+        log_path = self.logs / "registry.log"
+        with open(log_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                ["docker-registry", "serve", str(config)], stdout=out, stderr=subprocess.STDOUT
+            )
+        wait_until(self.answers, "the bench registry", self.proc, log_path)
+
+    def answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{self.host}/v2/", timeout=2):
+                return True
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop(self.proc)
+            self.proc = None
+
+    def blobs(self) -> dict[str, int]:
+        """Every blob the registry stores: digest -> bytes."""
+        base = self.root / "docker/registry/v2/blobs/sha256"
+        return {f"sha256:{p.parent.name}": p.stat().st_size for p in base.glob("*/*/data")}
+
+    def manifest(self, repo: str, tag: str) -> dict:
+        request = urllib.request.Request(
+            f"http://{self.host}/v2/{repo}/manifests/{tag}",
+            headers={"Accept": MANIFEST_TYPES},
+        )
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return json.load(resp)

@@ -1,0 +1,116 @@
+"""Benchmark bake side by side with its peers, and the reuse of its asset layer.
+
+    scripts/bench.py [--smoke] [--json OUT]        (as root; default OUT .work/bench.json)
+
+One run measures, and prints as a table:
+  1. cold fetch: a generated file from a loopback mirror throttled per connection,
+     fetched by bake (8 connections, then its default), by a copy of s3tokenizer's
+     own download loop (one urllib stream, 8 KiB reads, hash after) and by aria2c
+     (8 connections), against the physical limit (connections x rate);
+  2. interrupted transfer: the mirror cuts every connection once at 50 %; bytes
+     the server sent / file size, for bake and for the baseline re-run from zero;
+  3. verification overhead: bake / aria2c without a checksum, equal connections;
+  4. warm rebuild, 5. base bump, 6. fresh builder: image builds in a second,
+     throw-away dockerd (own data root, exec root, pid file and unix socket)
+     pushing to a throw-away registry; mirror bytes, registry uploads, wall time;
+  7. entrypoint: median of `bake-entrypoint true` against `true`.
+Everything listens on 127.0.0.1 only, and every process it starts is stopped by pid.
+The builds use a snapshot of this checkout (tracked and unignored files as they are
+now), so edits made while it runs cannot reach them. --smoke is the same with a
+small file and fewer runs, for CI: it prints the figures and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bake.manifest import manifest_digest, parse_manifest
+from bench.builds import bench_builds
+from bench.common import BENCH_MANIFEST, FULL, MIB, PROXY_VARS, REPO, SMOKE, log
+from bench.entrypoint import bench_entrypoint
+from bench.fetchers import Fetcher, bench_fetch
+from bench.files import bench_manifest, generate, snapshot
+from bench.report import machine, table, verdicts
+from tests.assets import CHECKPOINT_MIRROR_PATH
+
+
+def toolchain() -> tuple[str, bool]:
+    """Make sure the engine, buildx, registry and stand-ins are ready; return (registry, started here)."""
+    script = REPO / "scripts/toolchain.sh"
+    started = False
+    if subprocess.run([str(script), "status"], capture_output=True, check=False).returncode != 0:
+        log("toolchain not ready; running scripts/toolchain.sh up")
+        subprocess.run([str(script), "up"], check=True)
+        started = True
+    env_lines = subprocess.run([str(script), "env"], capture_output=True, text=True, check=True).stdout
+    values = dict(
+        line.removeprefix("export ").split("=", 1) for line in env_lines.splitlines() if "=" in line
+    )
+    return values["BAKE_REGISTRY"], started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="small file and fewer runs (about two minutes)")
+    parser.add_argument("--json", type=Path, default=REPO / ".work/bench.json", help="write the results here")
+    args = parser.parse_args(argv)
+    profile = SMOKE if args.smoke else FULL
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds, so every daemon is stopped
+    for var in PROXY_VARS:  # loopback only: no client may route through a proxy
+        os.environ.pop(var, None)
+        os.environ.pop(var.upper(), None)
+    t0 = time.perf_counter()
+    standin_registry, toolchain_started = toolchain()
+    work = Path(tempfile.mkdtemp(prefix="bake-bench-"))
+    logs = work / "logs"
+    logs.mkdir()
+    log(f"profile {profile.name}; work directory {work}")
+    try:
+        root = work / "mirror"
+        log(f"generating {profile.size / MIB:.0f} MiB")
+        sha256 = generate(root / CHECKPOINT_MIRROR_PATH, profile.size)
+        text = bench_manifest(sha256, profile.size)
+        digest = manifest_digest(parse_manifest(text))
+        src = snapshot(work / "src", text)
+        fetcher = Fetcher(src, work, logs, src / BENCH_MANIFEST, sha256, profile.size)
+        measures = bench_fetch(profile, fetcher, root, logs)
+        measures.update(bench_builds(profile, src, root, work, logs, digest, standin_registry))
+        measures["entrypoint"] = bench_entrypoint(profile, src, work)
+    except BaseException:
+        for entry in work.iterdir():  # the generated file and engine data are large; the logs explain
+            if entry == logs:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        log(f"failed; logs kept in {logs}")
+        raise
+    else:
+        shutil.rmtree(work)
+    finally:
+        if toolchain_started and os.environ.get("BAKE_KEEP_TOOLCHAIN") != "1":
+            subprocess.run([str(REPO / "scripts/toolchain.sh"), "down"], check=False)
+    report = {
+        "profile": profile.name,
+        "command": "scripts/bench.py" + (" --smoke" if args.smoke else ""),
+        "machine": machine(),
+        "file": {"size_bytes": profile.size, "sha256": sha256, "manifest_digest": digest},
+        "measures": measures,
+        "seconds": time.perf_counter() - t0,
+    }
+    report["targets"] = verdicts(measures)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    print(table(report))
+    print(f"\nJSON: {args.json}")
+    return 0

@@ -1,0 +1,145 @@
+"""The verdicts (one row per measure, against its target) and the table the bench prints."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
+from bench.common import MIB, SMOKE
+
+
+def machine() -> dict:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    mem_kib = next(
+        int(line.split()[1])
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal:")
+    )
+
+    def version(*cmd: str) -> str:
+        exe = shutil.which(cmd[0], path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+        proc = subprocess.run([exe or cmd[0], *cmd[1:]], capture_output=True, text=True, check=False)
+        return (
+            proc.stdout.strip().splitlines()[0]
+            if proc.returncode == 0 and proc.stdout.strip()
+            else "unavailable"
+        )
+
+    return {
+        "nproc": os.cpu_count(),
+        "memory_gib": round(mem_kib / (1 << 20), 1),
+        "cpu": cpu,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "engine": version("dockerd", "--version"),
+        "buildx": version("docker", "buildx", "version"),
+        "aria2c": version("aria2c", "--version"),
+    }
+
+
+def verdicts(m: dict) -> list[dict]:
+    """One row per measure: what was seen, the target, and whether it was met."""
+    cold, cut, ver = m["cold_fetch"], m["interrupted"], m["verify_overhead"]
+    warm, bump, fresh, ep = m["warm_rebuild"], m["base_bump"], m["fresh_builder"], m["entrypoint"]
+    fleet = fresh["fleet"]
+    n, rate, mib = cold["connections"], cold["rate_per_connection"] / MIB, cold["size_bytes"] / MIB
+    speedup, vs_aria, vs_raw = cold["speedup_vs_baseline"], cold["vs_aria2c"], cold["vs_aria2c_transfer_only"]
+    rows = [
+        (
+            "1. cold fetch",
+            f"{mib:.0f} MiB, {rate:g} MiB/s per connection; limit {n} x {rate:g} MiB/s: "
+            f"{cold['limit_seconds']:.1f} s. bake ({n} conn) {cold['bake_seconds']:.2f} s; aria2c ({n} conn) "
+            f"{cold['aria2c_seconds']:.2f} s with --checksum, {cold['aria2c_transfer_only_seconds']:.2f} s "
+            f"without; baseline {cold['baseline_seconds']:.1f} s; bake default "
+            f"({cold['bake_default_connections']} conn) {cold['bake_default_seconds']:.1f} s. "
+            f"bake = {speedup:.2f}x baseline, {vs_aria:.3f}x / {vs_raw:.3f}x aria2c (with / without "
+            f"checksum), {cold['bake_vs_limit']:.3f}x the limit",
+            ">= 6x baseline, >= 0.95x aria2c",
+            speedup >= 6 and min(vs_aria, vs_raw) >= 0.95,
+        ),
+        (
+            "2. interrupted transfer",
+            f"bytes sent / file size: bake {cut['bake_ratio']:.3f} ({cut['bake_seconds']:.1f} s); baseline "
+            f"{cut['baseline_ratio']:.3f} ({cut['baseline_runs']} runs, {cut['baseline_seconds']:.1f} s)",
+            "<= 1.1",
+            cut["bake_ratio"] <= 1.1,
+        ),
+        (
+            "3. verification overhead",
+            f"bake {ver['bake_seconds']:.2f} s / {ver['transfer_only']} "
+            f"{ver['transfer_only_seconds']:.2f} s = {ver['ratio']:.3f}",
+            "<= 1.10",
+            ver["ratio"] <= 1.10,
+        ),
+        (
+            "4. warm rebuild",
+            f"{warm['warm_asset_bytes']} asset bytes from the mirror (cold: "
+            f"{warm['cold_asset_bytes'] / MIB:.0f} MiB); {warm['warm_seconds']:.1f} s vs "
+            f"{warm['cold_seconds']:.1f} s cold",
+            "0 asset bytes",
+            warm["warm_asset_bytes"] == 0,
+        ),
+        (
+            "5. base bump",
+            f"asset layer: {bump['asset_layer_bytes_uploaded']} bytes uploaded "
+            f"({bump['asset_layer_status']}; first push uploaded "
+            f"{bump['first_push_asset_layer_bytes'] / MIB:.0f} MiB), {bump['build_asset_bytes_from_mirror']} "
+            f"bytes from the mirror, same diff-ID: {bump['same_asset_layer']}",
+            "0 asset bytes",
+            bump["asset_layer_bytes_uploaded"] == 0,
+        ),
+        (
+            "6. fresh builder",
+            f"{fresh['origin_asset_bytes']} asset bytes from the origin mirror (the assets image, "
+            f"{fresh['registry_asset_bytes'] / MIB:.0f} MiB, came from the registry); "
+            f"{fresh['seconds']:.1f} s vs "
+            f"{warm['cold_seconds']:.1f} s cold; same diff-ID: {fresh['same_asset_layer']}. vLLM-style image "
+            f"(-f overlay): same diff-ID {fleet['same_asset_layer']}, its push uploaded "
+            f"{fleet['push_asset_layer_bytes_uploaded']} asset bytes ({fleet['push_asset_layer_status']})",
+            "0 asset bytes",
+            fresh["origin_asset_bytes"] == 0,
+        ),
+        (
+            "7. entrypoint",
+            f"{ep['overhead_ms']:.2f} ms: median of {ep['runs']}, {ep['median_ms_entrypoint_true']:.2f} ms "
+            f"`bake-entrypoint true` vs {ep['median_ms_true']:.2f} ms `true` ({ep['shell']})",
+            "<= 10 ms",
+            ep["overhead_ms"] <= 10,
+        ),
+    ]
+    return [{"measure": a, "result": b, "target": c, "met": d} for a, b, c, d in rows]
+
+
+def table(report: dict) -> str:
+    """The results as a markdown table, the machine on the line above."""
+    mach = report["machine"]
+    lines = [
+        f"Machine: {mach['nproc']} CPUs ({mach['cpu']}), {mach['memory_gib']} GiB RAM, "
+        f"Linux {mach['kernel']}, Python {mach['python']}; {mach['engine']}; {mach['buildx']}; "
+        f"{mach['aria2c']}. Profile {report['profile']}: {report['seconds']:.0f} s in all.",
+        "",
+        "| measure | result | target | met |",
+        "|---|---|---|---|",
+    ]
+    for row in report["targets"]:
+        lines.append(
+            f"| {row['measure']} | {row['result']} | {row['target']} | {'yes' if row['met'] else 'NO'} |"
+        )
+    if report["profile"] == SMOKE.name:
+        limit = report["measures"]["cold_fetch"]["limit_seconds"]
+        lines += [
+            "",
+            f"Smoke profile: against a {limit:.2f} s transfer, process start-up decides the timing ratios; "
+            "the timing targets are judged on the full run (scripts/bench.py).",
+        ]
+    return "\n".join(lines)

@@ -1,0 +1,198 @@
+"""Registries for tests: the toolchain's loopback registry, a second one with htpasswd auth, odd answers.
+
+``push_manifest`` puts a minimal image manifest under a tag through the registry's HTTP API,
+so a test can make a reference exist without building anything. ``AuthRegistry`` runs
+Debian's docker-registry on another loopback port with Basic auth, started and stopped by
+pid. ``AnsweringRegistry`` answers every request with one scripted status, for the answers
+a real registry will not give on demand (429, a token endpoint that fails).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+REGISTRY = "127.0.0.1:5000"
+USER = "bake"
+PASSWORD = "bake-test-password"
+# bcrypt of PASSWORD at cost 4 (docker-registry's htpasswd takes bcrypt only; cost 4 keeps logins fast).
+_HTPASSWD = f"{USER}:$2b$04$cwPzYmY0TFQVvdtImCQRG.R74.2cYC873TMV9RRwEOKoeDc.apRMi\n"
+_CONFIG = {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}}
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+
+
+def _request(url: str, method: str = "GET", data: bytes | None = None, headers: dict | None = None):
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    return urllib.request.urlopen(req, timeout=30)
+
+
+def push_manifest(ref: str, auth: tuple[str, str] | None = None) -> None:
+    """Make ``ref`` (``host:port/name:tag``) exist: upload an empty image's config, then its manifest."""
+    host, _, rest = ref.partition("/")
+    name, _, tag = rest.rpartition(":")
+    headers = {}
+    if auth:
+        headers["Authorization"] = "Basic " + base64.b64encode(":".join(auth).encode()).decode()
+    config = json.dumps(_CONFIG).encode()
+    digest = "sha256:" + hashlib.sha256(config).hexdigest()
+    base = f"http://{host}/v2/{name}"
+    with _request(f"{base}/blobs/uploads/", "POST", b"", headers) as answer:
+        location = answer.headers["Location"]
+    upload = location if location.startswith("http") else f"http://{host}{location}"
+    sep = "&" if "?" in upload else "?"
+    blob_headers = {**headers, "Content-Type": "application/octet-stream"}
+    _request(f"{upload}{sep}digest={digest}", "PUT", config, blob_headers).close()
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": digest,
+            "size": len(config),
+        },
+        "layers": [],
+    }
+    body = json.dumps(manifest).encode()
+    _request(f"{base}/manifests/{tag}", "PUT", body, {**headers, "Content-Type": OCI_MANIFEST}).close()
+
+
+def has_manifest(ref: str, auth: tuple[str, str] | None = None) -> bool:
+    """Return whether the registry answers 200 for ``ref``'s manifest (404: False; anything else raises)."""
+    host, _, rest = ref.partition("/")
+    name, _, tag = rest.rpartition(":")
+    headers = {"Accept": OCI_MANIFEST}
+    if auth:
+        headers["Authorization"] = "Basic " + base64.b64encode(":".join(auth).encode()).decode()
+    try:
+        _request(f"http://{host}/v2/{name}/manifests/{tag}", "HEAD", None, headers).close()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return False
+        raise
+    return True
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class AuthRegistry:
+    """docker-registry with htpasswd auth on a free loopback port, under ``root``; stopped by its pid."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.port = free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> AuthRegistry:
+        binary = shutil.which("docker-registry")
+        if binary is None:
+            raise FileNotFoundError("docker-registry is not installed (scripts/toolchain.sh up installs it)")
+        (self.root / "htpasswd").write_text(_HTPASSWD)
+        config = self.root / "config.yml"
+        config.write_text(
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+            f"    rootdirectory: {self.root / 'data'}\nhttp:\n  addr: {self.host}\n"
+            f"auth:\n  htpasswd:\n    realm: bake-test\n    path: {self.root / 'htpasswd'}\n"
+        )
+        log = (self.root / "registry.log").open("wb")
+        self.proc = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=log)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                _request(f"http://{self.host}/v2/").close()
+            except urllib.error.HTTPError as exc:
+                if exc.code == 401:  # up, and asking for credentials
+                    return self
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        self.__exit__()
+        raise RuntimeError(
+            f"docker-registry did not start on {self.host}: {(self.root / 'registry.log').read_text()}"
+        )
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=20)
+
+    def repositories(self) -> list[str]:
+        """The repositories that hold anything, read from storage (the catalog itself needs auth)."""
+        repos = self.root / "data/docker/registry/v2/repositories"
+        return (
+            sorted(p.parent.relative_to(repos).as_posix() for p in repos.rglob("_manifests"))
+            if repos.exists()
+            else []
+        )
+
+
+class AnsweringRegistry:
+    """A loopback 'registry' whose every answer is ``status`` with ``body``; /token answers ``token_status``.
+
+    With ``bearer``, a request without Authorization first gets 401 and a Bearer challenge
+    pointing at /token, as Docker Hub answers.
+    """
+
+    def __init__(
+        self, status: int, body: dict | None = None, *, bearer: bool = False, token_status: int = 200
+    ):
+        self.status, self.body, self.bearer, self.token_status = status, body or {}, bearer, token_status
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        registry = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_HEAD(self) -> None:
+                self.do_GET()
+
+            def do_GET(self) -> None:
+                if self.path.startswith("/token"):
+                    return self._send(registry.token_status, {"token": "t"})
+                if registry.bearer and "Authorization" not in self.headers:
+                    realm = f'Bearer realm="http://{registry.host}/token",service="test"'
+                    return self._send(
+                        401, {"errors": [{"code": "UNAUTHORIZED"}]}, ("WWW-Authenticate", realm)
+                    )
+                return self._send(registry.status, registry.body)
+
+            def _send(self, status: int, body: dict, *header: tuple[str, str]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                for key, value in header:
+                    self.send_header(key, value)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+        return Handler
+
+    def __enter__(self) -> AnsweringRegistry:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,316 @@
+"""The entrypoint tests' harness: baked asset trees with their `bake.serve`, and a box to run it in.
+
+`sealed` lays out an asset root the way the image build does: `bake fetch` (file:// sources)
+then `bake seal`, which writes SHA256SUMS, bake.lock.json, the alias links and bake.serve for the
+built-in consumers and the manifest's `[[consumer]]` tables. Each distinct set is sealed once per
+session and copied for every test.
+
+For what `bake seal` does not write yet (the Hub's cache layout, issue 12), `hand_written` lays
+out the tree itself, with a bake.serve from `serve_text` following SERVE_FORMAT v1 exactly: `loc`
+lines in order, then `file` lines, then `link` lines, each group sorted by (ID, NAME), one TAB
+between fields.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.runners import bake
+
+
+@dataclass(frozen=True)
+class Loc:
+    """One lookup location: `$VAR` (mode export) or `${VAR:-FALLBACK}/SUB` (mode under)."""
+
+    id: str
+    consumer: str  # "-" for a location that only serves as another's FALLBACK
+    mode: str
+    var: str
+    sub: str = ""
+    fallback: str = ""
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """A consumer: its locations, and the baked files (asset path -> name inside each location)."""
+
+    name: str
+    locs: tuple[Loc, ...]
+    files: dict[str, str] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+    locks: dict[str, str] = field(default_factory=dict)  # name -> LOCK path, when not NAME.lock
+    links: dict[str, str] = field(default_factory=dict)  # link name -> relative target
+
+
+def hub(files: dict[str, int], links: dict[str, str]) -> Consumer:
+    """The Hub: huggingface_hub's precedence as a chain of locations, blobs under `.locks/` locks."""
+    mine = {p: p.split("/", 1)[1] for p in files if p.startswith("hub/")}
+    # Blobs lock where huggingface_hub locks them; refs lock under .locks too, since a refs/main.lock
+    # beside refs/main would read as a ref named "main.lock" to huggingface_hub's cache scan.
+    locks = {}
+    for name in mine.values():
+        repo, kind, leaf = name.split("/", 2)
+        locks[name] = f".locks/{repo}/{leaf}.lock" if kind == "blobs" else f".locks/{repo}/{kind}/{leaf}.lock"
+    locs = (
+        Loc("hub.xdg", "-", "under", "XDG_CACHE_HOME", "huggingface", "$HOME/.cache"),
+        Loc("hub.home", "-", "under", "HF_HOME", "hub", "@hub.xdg"),
+        Loc("hub.0", "hub", "under", "HF_HUB_CACHE", "", "@hub.home"),
+    )
+    return Consumer("hub", locs, mine, {p: files[p] for p in mine}, locks, links)
+
+
+def serve_text(consumers: list[Consumer]) -> str:
+    """The bake.serve text for these consumers: deterministic, sorted as `bake seal` sorts it."""
+    loc_lines, file_rows, link_rows = [], [], []
+    for consumer in consumers:
+        for loc in consumer.locs:
+            loc_lines.append(["loc", loc.id, loc.consumer, loc.mode, loc.var, loc.sub, loc.fallback])
+            if loc.consumer == "-":
+                continue
+            for asset, name in consumer.files.items():
+                size, lock = str(consumer.sizes[asset]), consumer.locks.get(name, "")
+                file_rows.append((loc.id, name, ["file", loc.id, asset, name, size, lock]))
+            for name, target in consumer.links.items():
+                link_rows.append((loc.id, name, ["link", loc.id, name, target]))
+    lines = [
+        *loc_lines,
+        *(row for _, _, row in sorted(file_rows)),
+        *(row for _, _, row in sorted(link_rows)),
+    ]
+    return "# bake serve v1\n" + "".join("\t".join(fields) + "\n" for fields in lines)
+
+
+# --- a box to run the entrypoint in --------------------------------------------------------
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "entrypoint.sh"
+# Commands the script may run besides its shell's builtins; the jobs use env, sh and cat.
+TOOLS = (
+    "cat", "date", "env", "flock", "id", "ln", "mkdir", "mktemp",
+    "rm", "sh", "sha256sum", "stat", "sync", "true",
+)  # fmt: skip
+SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
+
+
+@dataclass(frozen=True)
+class Shell:
+    """A shell to run the script with, and where its external commands come from."""
+
+    name: str
+    argv: tuple[str, ...]
+    tool: str | None  # a multi-call binary providing every tool, or None for the host's own
+
+
+SHELLS = [
+    Shell("dash", ("dash",), None),
+    # busybox sh with busybox's own applets, as in a busybox-only image.
+    Shell("busybox", ("busybox", "sh"), "busybox"),
+]
+
+
+def require(program: str) -> str:
+    """The absolute path of ``program``; fails the test when it is not installed."""
+    found = shutil.which(program)
+    if found is None:
+        pytest.fail(f"{program} is not installed; the entrypoint tests need it: apt-get install {program}")
+    return found
+
+
+def tool_dir(bin_dir: Path, shell: Shell, tools: tuple[str, ...] = TOOLS) -> None:
+    """A PATH directory holding only ``tools``, from the shell's multi-call binary where it has one."""
+    bin_dir.mkdir()
+    for tool in tools:
+        if shell.tool and tool != "flock":
+            source = require(shell.tool)
+        else:
+            # Debian's busybox has no flock applet (Alpine's has): util-linux's stands in for it.
+            source = require("dash" if tool == "sh" else tool)
+        (bin_dir / tool).symlink_to(source)
+
+
+def content(seed: str, size: int) -> bytes:
+    """``size`` deterministic bytes for the test asset ``seed``."""
+    out = bytearray()
+    block = hashlib.sha256(seed.encode()).digest()
+    while len(out) < size:
+        out += block
+        block = hashlib.sha256(block).digest()
+    return bytes(out[:size])
+
+
+# Lays out a baked asset root at the path it is given, and returns it.
+AssetMaker = Callable[[Path], Path]
+_TEMPLATES: dict[str, Path] = {}
+
+
+def sealed(
+    files: dict[str, bytes], urls: dict[str, str] | None = None, declared: dict[str, str] | None = None
+) -> AssetMaker:
+    """An asset root made by `bake fetch` and `bake seal` from ``files`` (asset path -> bytes).
+
+    ``urls`` gives a file's canonical https URL where a naming rule needs one (a tiktoken file is
+    named by its SHA-1); ``declared`` maps `[[consumer]]` names to their one location.
+    """
+    urls, declared = urls or {}, declared or {}
+    key = hashlib.sha256(
+        repr((sorted((p, hashlib.sha256(d).hexdigest()) for p, d in files.items()), urls, declared)).encode()
+    ).hexdigest()
+
+    def make(root: Path) -> Path:
+        if key not in _TEMPLATES:
+            _TEMPLATES[key] = _seal_template(files, urls, declared)
+        shutil.copytree(_TEMPLATES[key], root, symlinks=True)
+        return root
+
+    return make
+
+
+def _seal_template(files: dict[str, bytes], urls: dict[str, str], declared: dict[str, str]) -> Path:
+    work = Path(tempfile.mkdtemp(prefix="bake-sealed-"))
+    atexit.register(_remove, work)
+    lines = []
+    for number, (path, data) in enumerate(sorted(files.items())):
+        source = work / "sources" / str(number)
+        source.parent.mkdir(exist_ok=True)
+        source.write_bytes(data)
+        sources = ", ".join(f'"{u}"' for u in [source.as_uri(), *([urls[path]] if path in urls else [])])
+        lines += [
+            "[[asset]]", f'name = "asset-{number}"', f'path = "{path}"', f"size = {len(data)}",
+            f'sha256 = "{hashlib.sha256(data).hexdigest()}"', f"urls = [{sources}]", "",
+        ]  # fmt: skip
+    for name, location in declared.items():
+        lines += ["[[consumer]]", f'name = "{name}"', f'locations = ["{location}"]', ""]
+    manifest = work / "assets.toml"
+    manifest.write_text("\n".join(lines))
+    dest = work / "assets"
+    for step in (["fetch", "--cache-dir", str(work / "cache"), "-q"], ["seal"]):
+        done = bake(step[0], "--manifest", str(manifest), "--dest", str(dest), *step[1:])
+        assert done.returncode == 0, f"bake {step[0]}: {done.stderr}"
+    return dest
+
+
+def _remove(tree: Path) -> None:
+    subprocess.run(["chmod", "-R", "u+w", str(tree)], check=False)
+    shutil.rmtree(tree, ignore_errors=True)
+
+
+def hand_written(files: dict[str, bytes], consumers: list[Consumer], aliases: dict[str, str]) -> AssetMaker:
+    """An asset root laid out by hand, as the image has it, with ``serve_text(consumers)`` as bake.serve."""
+
+    def make(root: Path) -> Path:
+        root.mkdir(parents=True)
+        for rel, data in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(data)
+        for rel, target in aliases.items():
+            (root / rel).symlink_to(target)
+        sums = "".join(f"{hashlib.sha256(files[rel]).hexdigest()}  {rel}\n" for rel in sorted(files))
+        (root / "SHA256SUMS").write_text(sums)
+        (root / "bake.lock.json").write_text("{}\n")
+        (root / "bake.serve").write_text(serve_text(consumers))
+        for path in sorted(root.rglob("*"), reverse=True):
+            if not path.is_symlink():
+                path.chmod(0o555 if path.is_dir() else 0o444)
+        root.chmod(0o555)
+        return root
+
+    return make
+
+
+@dataclass
+class Box:
+    """A world-traversable scratch tree holding the assets, a home, a TMPDIR and a PATH of tools."""
+
+    root: Path
+    shell: Shell
+    assets: Path
+    home: Path
+    tmp: Path
+    bin: Path
+
+    def env(self, **overrides: object) -> dict[str, str]:
+        env = {
+            "PATH": str(self.bin),
+            "HOME": str(self.home),
+            "TMPDIR": str(self.tmp),
+            "BAKE_ASSETS": str(self.assets),
+        }
+        for key, value in overrides.items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = str(value)
+        return env
+
+    def argv(self, *args: str) -> list[str]:
+        return [*self.shell.argv, str(SCRIPT), *args]
+
+    def run(
+        self, *args: str, uid: int | None = None, cwd: Path | None = None, **env: object
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the entrypoint with ARGS (as ``uid`` when given) and this box's environment plus ``env``."""
+        prefix = [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] if uid is not None else []
+        return subprocess.run(
+            [*prefix, *self.argv(*args)],
+            env=self.env(**env),
+            cwd=cwd or self.root,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+
+def new_box(shell: Shell, make_assets: AssetMaker) -> Box:
+    """A box under /tmp (not pytest's tmp_path: its parents are 0700, and some cases run as another uid)."""
+    root = Path(tempfile.mkdtemp(prefix="bake-entrypoint-"))
+    root.chmod(0o755)
+    tmp = root / "tmp"
+    tmp.mkdir()
+    tmp.chmod(0o1777)
+    home = root / "home"
+    home.mkdir()
+    tool_dir(root / "bin", shell)
+    assets = make_assets(root / "assets")
+    return Box(root, shell, assets, home, tmp, root / "bin")
+
+
+def job_env(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """Parse the environment the job (``env``) printed."""
+    assert result.returncode == 0, result.stderr
+    return dict(line.split("=", 1) for line in result.stdout.splitlines())
+
+
+def snapshot(path: Path, dir_mtimes: bool = True) -> dict[str, tuple[object, ...]]:
+    """Names, types, modes, mtimes, link targets and bytes of everything at and under ``path``."""
+    out: dict[str, tuple[object, ...]] = {}
+
+    def add(p: Path) -> None:
+        st = p.lstat()
+        rel = str(p.relative_to(path))
+        if stat.S_ISLNK(st.st_mode):
+            out[rel] = ("link", os.readlink(p))
+        elif stat.S_ISDIR(st.st_mode):
+            out[rel] = ("dir", st.st_mode, st.st_mtime_ns if dir_mtimes else None)
+        else:
+            out[rel] = ("file", st.st_mode, st.st_mtime_ns, p.read_bytes())
+
+    add(path)
+    if path.is_dir() and not path.is_symlink():
+        for dirpath, dirnames, filenames in os.walk(path):
+            for name in dirnames + filenames:
+                add(Path(dirpath, name))
+    return out
+
+
+def ready_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("bake: assets ready")]
