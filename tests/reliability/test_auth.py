@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.image import fail_or_skip
 from tests.mirror import Mirror, http_error, redirect, truncate
 
 from . import KIB, REPO, asset_entry, bake, blob, cli_env, error_text, files_under, manifest_text, sha256
@@ -171,3 +175,79 @@ def test_a_kept_partial_holds_no_password(tmp_path: Path) -> None:
     assert proc.returncode == 3, proc.stderr
     assert [p for p in files_under(tmp_path / "cache") if p.endswith(".json")], "a progress record is kept"
     assert_secret_nowhere(tmp_path, proc)
+
+
+# -- the same, in a real build: the secret reaches the fetch RUN, the build argument is refused --------
+
+
+def build_assets(
+    manifest: Path, out: Path, *args: str, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """``docker buildx build --target assets`` from the stand-in fetch image, exporting to ``out``."""
+    if shutil.which("docker") is None or not os.environ.get("BAKE_STANDIN_BASE"):
+        fail_or_skip('docker and BAKE_STANDIN_BASE are needed: eval "$(scripts/toolchain.sh env)"')
+    standin = os.environ["BAKE_STANDIN_BASE"]
+    command = [
+        "docker",
+        "buildx",
+        "build",
+        "-f",
+        "docker/Dockerfile",
+        "--target",
+        "assets",
+        "--network",
+        "host",
+    ]
+    command += ["--build-arg", f"FETCH_IMAGE={standin}", "--build-arg", f"BASE_IMAGE={standin}"]
+    command += [
+        "--build-arg",
+        f"ASSET_MANIFEST={manifest.relative_to(REPO)}",
+        "--output",
+        f"type=local,dest={out}",
+    ]
+    # A fresh cache directory per build: neither the cache mount nor a cached RUN may serve the bytes.
+    command += [
+        "--build-arg",
+        f"BAKE_FETCH_ARGS=--no-origin --cache-dir /tmp/bake-{uuid.uuid4().hex}",
+        *args,
+        ".",
+    ]
+    return subprocess.run(
+        command, cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+@pytest.fixture
+def context_manifest() -> Iterator[Path]:
+    """A manifest inside the build context (.work/ is git-ignored scratch), removed afterwards."""
+    path = REPO / ".work" / f"auth-{uuid.uuid4().hex}.toml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(
+        manifest_text([asset_entry("priv", "x/priv.bin", DATA, "https://origin.invalid/priv.bin")])
+    )
+    yield path
+    path.unlink()
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(900)
+def test_a_build_takes_mirror_credentials_only_as_the_bake_mirrors_secret(
+    tmp_path: Path, context_manifest: Path
+) -> None:
+    with Mirror({"/priv.bin": DATA}, basic_auth=(USER, PASSWORD)) as m:
+        rewrite = f"https://origin.invalid/={creds_url(m, '/')}"
+        secret = ["--secret", "id=bake_mirrors,env=BAKE_MIRRORS"]
+        built = build_assets(context_manifest, tmp_path / "out", *secret, env={"BAKE_MIRRORS": rewrite})
+        sent = {r["authorization"] for r in m.log}
+        refused = build_assets(
+            context_manifest, tmp_path / "refused", "--build-arg", f"ASSET_MIRRORS={rewrite}", env={}
+        )
+    assert built.returncode == 0, built.stderr[-3000:]
+    baked = tmp_path / "out/opt/bake/assets/x/priv.bin"
+    assert sha256(baked.read_bytes()) == sha256(DATA)
+    assert sent == {BASIC}
+    for path in (tmp_path / "out").rglob("*"):
+        assert not path.is_file() or QUOTED.encode() not in path.read_bytes(), f"{path} holds the password"
+    assert refused.returncode != 0
+    assert "ASSET_MIRRORS holds credentials" in refused.stderr and "exit code: 2" in refused.stderr
+    assert QUOTED not in built.stderr
