@@ -40,8 +40,25 @@ def free_bytes(path: Path) -> int:
     return 0
 
 
+def free_inodes(path: Path) -> int | None:
+    """Return the files this user may still create on the filesystem of ``path``; None if it does not say."""
+    for candidate in (path, *path.parents):
+        with contextlib.suppress(OSError):
+            st = os.statvfs(candidate)
+            return st.f_favail if st.f_files else None  # some filesystems report no inode counts
+    return None
+
+
 def no_space_error(subject: str, where: Path, need: int, what_to_do: str) -> NoSpaceError:
-    """Return the contract's "no space" error: who, where, how much is needed and available, what to do."""
+    """Return the contract's "no space" error: who, where, how much is needed and available, what to do.
+
+    A filesystem out of inodes refuses new files with bytes to spare: the message says so.
+    """
+    if free_inodes(where.parent) == 0:
+        return NoSpaceError(
+            f"{subject}: no free inodes left on the device of {where} (no new file can be made there, "
+            f"{free_bytes(where.parent)} bytes free); {what_to_do}"
+        )
     return NoSpaceError(
         f"{subject}: no space left on the device of {where}: need {need} bytes "
         f"({need / MIB:.1f} MiB), {free_bytes(where.parent)} bytes available; {what_to_do}"

@@ -30,11 +30,15 @@ def default_cache_dir() -> Path:
 
 @dataclass
 class PartialState:
-    """What is known about a partial download: the file's size and identity, and the byte ranges on disk."""
+    """What is known about a partial download: the file's size and identity, and the byte ranges on disk.
+
+    ``url`` is kept with any password redacted: the cache outlives the fetch (a BuildKit cache mount).
+    """
 
     size: int | None = None
     url: str | None = None
     etag: str | None = None
+    modified: str | None = None  # Last-Modified: the validator of a server that sends no ETag
     done: list[tuple[int, int]] = field(default_factory=list)  # byte ranges written ("done" in the file)
 
 
@@ -51,9 +55,11 @@ class Cache:
 
     def ensure(self) -> None:
         """Create the cache layout. Raises FetchError if the directory cannot be written."""
+        advice = "point --cache-dir (or XDG_CACHE_HOME) at a filesystem with room"
         try:
-            for sub in ("objects", "partial", "locks"):
-                (self.root / sub).mkdir(parents=True, exist_ok=True)
+            with atomic.no_space_as_error(f"cache directory {self.root}", self.root / "locks", 0, advice):
+                for sub in ("objects", "partial", "locks"):
+                    (self.root / sub).mkdir(parents=True, exist_ok=True)
             if not os.access(self.root, os.W_OK):
                 raise PermissionError(13, "not writable")
         except OSError as exc:
@@ -102,7 +108,9 @@ class Cache:
                 return None
             if any(s < 0 or e <= s or (size is not None and e > size) for s, e in done):
                 return None
-            return PartialState(size=size, url=raw.get("url"), etag=raw.get("etag"), done=done)
+            return PartialState(
+                size=size, url=raw.get("url"), etag=raw.get("etag"), modified=raw.get("modified"), done=done
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -117,6 +125,7 @@ class Cache:
             "size": state.size,
             "url": state.url,
             "etag": state.etag,
+            "modified": state.modified,
             "done": [list(r) for r in state.done],
         }
         atomic.write_file(self.state_path(sha256), json.dumps(doc).encode(), durable=False)
@@ -183,8 +192,10 @@ class PruneResult:
 def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneResult:
     """Remove partials older than ``max_age_days`` and objects whose sha256 is not in ``keep``.
 
-    ``keep=None`` keeps every finished object. Entries locked by a running fetch
-    are skipped. Returns a PruneResult.
+    ``keep=None`` keeps every finished object. A younger partial keeps its bytes
+    but gives back any disk it holds past them (an earlier bake preallocated
+    what a server claimed). Entries locked by a running fetch are skipped.
+    Freed bytes are disk blocks given back. Returns a PruneResult.
     """
     cache = Cache(cache_dir)
     removed: list[Path] = []
@@ -205,8 +216,8 @@ def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneR
         except FileNotFoundError:  # no locks/ directory: nothing can be using it
             fd = None
         try:
-            doomed = []
             obj = cache.object_path(sha)
+            doomed = []
             if obj.exists():
                 if keep is None or sha in keep:
                     kept += 1
@@ -215,11 +226,12 @@ def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneR
             parts = [p for p in (cache.partial_path(sha), cache.state_path(sha)) if p.exists()]
             if parts and max(p.stat().st_mtime for p in parts) < cutoff:
                 doomed.extend(parts)
+            elif parts:
+                freed += _trim_partial(cache, sha)
             for path in doomed:
-                size = path.stat().st_size
+                freed += _disk_used(path)
                 path.unlink()
                 removed.append(path)
-                freed += size
             if fd is not None and not obj.exists() and not cache.partial_path(sha).exists():
                 cache.lock_path(sha).unlink()  # safe: we hold it, and _acquire re-checks the inode
         finally:
@@ -228,10 +240,32 @@ def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneR
     # Progress-file staging files left by a killed fetch.
     with contextlib.suppress(FileNotFoundError):
         for stray in (cache.root / "partial").glob(f".*{atomic.STAGING_MARK}*"):
-            st = stray.stat()
-            if st.st_mtime < cutoff:
+            if stray.stat().st_mtime < cutoff:
+                freed += _disk_used(stray)
                 stray.unlink()
                 removed.append(stray)
-                freed += st.st_size
     log.debug("pruned %s", removed)
     return PruneResult(tuple(removed), freed, kept, tuple(busy))
+
+
+def _disk_used(path: Path) -> int:
+    """The disk a file holds: its blocks, not its length (a partial may be sparse, or preallocated)."""
+    return path.stat().st_blocks * 512
+
+
+def _trim_partial(cache: Cache, sha256: str) -> int:
+    """Give back the disk a kept partial holds past its last recorded byte; returns the bytes freed.
+
+    The caller holds the partial's lock. A partial without a usable progress
+    record cannot be resumed (a fetch would empty it), so it is emptied here.
+    """
+    path = cache.partial_path(sha256)
+    state = cache.load_state(sha256)
+    end = max((e for _, e in state.done), default=0) if state is not None else 0
+    try:
+        before = _disk_used(path)
+        if path.stat().st_size > end:
+            os.truncate(path, end)
+        return max(0, before - _disk_used(path))
+    except FileNotFoundError:
+        return 0

@@ -95,7 +95,12 @@ def _add_fetch_options(p: argparse.ArgumentParser) -> None:
     _add_fetch_limit(p, "--connections", _positive_int, "connections per asset")
     _add_fetch_limit(p, "--attempts", _positive_int, "attempts per source")
     _add_fetch_limit(p, "--timeout", _positive_float, "connect and stall timeout in seconds")
-    _add_fetch_limit(p, "--deadline", _positive_float, "wall-clock limit per asset, seconds")
+    _add_fetch_limit(
+        p,
+        "--deadline",
+        _positive_float,
+        "wall-clock limit per asset in seconds (default max(30 min, size / 512 KiB/s); 2 h without size)",
+    )
     p.add_argument("--ca-bundle", help="CA bundle for https; default SSL_CERT_FILE or the system store")
 
 
@@ -242,6 +247,7 @@ def _fetch_options(args: argparse.Namespace):
         allow_http=args.allow_http,
         ca_bundle=args.ca_bundle,
         jobs=getattr(args, "jobs", 1),
+        started=fetch.process_started(),
     )
     # Under --no-origin, HF_ENDPOINT counts as a rewrite of the Hub's hf:// sources.
     if options.no_origin and not options.mirrors and not os.environ.get("HF_ENDPOINT"):

@@ -4,12 +4,34 @@
 # writes OUT/ASSET_ROOT (the full in-image path, so the layer does not depend on
 # how COPY would create parents), with fixed modes and mtimes.
 # Reads the build args ASSET_GROUPS, ASSET_MIRRORS, ASSET_DIGEST, BAKE_FETCH_ARGS,
-# HF_ENDPOINT and SOURCE_DATE_EPOCH, and the optional BuildKit secrets hf_token
-# and ca_bundle under /run/secrets.
+# HF_ENDPOINT and SOURCE_DATE_EPOCH, and the optional BuildKit secrets hf_token,
+# ca_bundle and bake_mirrors under /run/secrets.
 set -eu
 manifest=$1
 out=$2
 dest=$2$3
+
+# A build argument is recorded in the image's provenance, so mirrors that carry
+# credentials come only through the bake_mirrors secret.
+set -f
+for item in ${ASSET_MIRRORS:-}; do
+	for url in "${item%%=*}" "${item#*=}"; do
+		authority=${url#*://}
+		authority=${authority%%/*}
+		case $url in *://*) ;; *) continue ;; esac
+		case $authority in
+		*@*)
+			echo >&2 "bake: ASSET_MIRRORS holds credentials (for ${authority##*@}); a build argument lands in provenance: pass such mirrors as the bake_mirrors secret, e.g. --secret id=bake_mirrors,env=BAKE_MIRRORS"
+			exit 2
+			;;
+		esac
+	done
+done
+set +f
+mirrors=${ASSET_MIRRORS:-}
+if [ -s /run/secrets/bake_mirrors ]; then mirrors="$mirrors $(cat /run/secrets/bake_mirrors)"; fi
+# Outside a build (or with a secret mounted as env), BAKE_MIRRORS itself is honoured too.
+mirrors="$mirrors ${BAKE_MIRRORS:-}"
 
 set --
 for group in ${ASSET_GROUPS:-}; do set -- "$@" --group "$group"; done
@@ -38,7 +60,7 @@ if python3 -m bake manifest --manifest "$manifest" "$@" | grep -q '"hf://'; then
 fi
 
 # shellcheck disable=SC2086 # BAKE_FETCH_ARGS is a list of options, split on purpose
-BAKE_MIRRORS="${ASSET_MIRRORS:-}" python3 -m bake fetch --manifest "$manifest" --dest "$dest" \
+BAKE_MIRRORS="$mirrors" python3 -m bake fetch --manifest "$manifest" --dest "$dest" \
 	${ca:+--ca-bundle "$ca"} ${BAKE_FETCH_ARGS:-} "$@"
 python3 -m bake seal --manifest "$manifest" --dest "$dest" "$@"
 find "$out" -exec touch -h -d "@${SOURCE_DATE_EPOCH:-0}" {} +

@@ -17,7 +17,10 @@ It binds 127.0.0.1 only.
 from __future__ import annotations
 
 import argparse
+import base64
 import collections
+import email.utils
+import gzip
 import hashlib
 import json
 import os
@@ -52,6 +55,7 @@ class Fault:
     data: bytes = b""
     delta: int = 0
     rate: float = 0.0
+    total: int = 0
 
 
 def ok() -> Fault:
@@ -139,6 +143,25 @@ def etag_flap() -> Fault:
     return Fault("etag_flap")
 
 
+def claim_size(total: int) -> Fault:
+    """Claim ``total`` bytes long (Content-Length, Content-Range), send the real ones, close."""
+    return Fault("claim_size", total=total)
+
+
+def range_mismatch() -> Fault:
+    """Answer a ranged request with 206 and the whole file, truthfully labelled: not the range asked for."""
+    return Fault("range_mismatch")
+
+
+def gzip_body() -> Fault:
+    """Serve the whole file gzip-compressed with Content-Encoding: gzip, whatever Accept-Encoding said."""
+    return Fault("gzip")
+
+
+# Last-Modified dates handed out by Mirror.add: one second apart, so a replaced file always gets a new one.
+_modified_clock = iter(range(1_500_000_000, 2**40))
+
+
 class _Abort(Exception):
     """The handler cut the connection on purpose."""
 
@@ -148,6 +171,7 @@ class _File:
     data: bytes | None
     path: Path | None
     etag: str
+    modified: str = ""
 
     @property
     def size(self) -> int:
@@ -166,6 +190,10 @@ class Mirror:
     Counters (``requests``, ``bytes_sent``, per path) are server-side truth;
     ``log`` holds one dict per request with its path, Range, If-Range and
     Authorization headers and the status sent.
+
+    ``basic_auth=(user, password)`` answers 401 to any request without those
+    credentials; ``etag=False, last_modified=True`` makes a server whose only
+    validator is Last-Modified (If-Range then compares dates).
     """
 
     def __init__(
@@ -177,8 +205,16 @@ class Mirror:
         ranges: bool = True,
         tls: tuple[str, str] | None = None,
         port: int = 0,
+        basic_auth: tuple[str, str] | None = None,
+        etag: bool = True,
+        last_modified: bool = False,
     ) -> None:
         self.root = Path(root) if root else None
+        self.basic_auth = (
+            "Basic " + base64.b64encode(":".join(basic_auth).encode()).decode() if basic_auth else None
+        )
+        self.etag = etag
+        self.last_modified = last_modified
         self.rate = rate
         self.ranges = ranges
         self.tls = tls
@@ -206,7 +242,10 @@ class Mirror:
         """Serve ``data`` at ``path`` with a fresh ETag."""
         with self.lock:
             self.files[path] = _File(
-                data, None, f'"{hashlib.sha256(data).hexdigest()[:16]}-{time.monotonic_ns()}"'
+                data,
+                None,
+                f'"{hashlib.sha256(data).hexdigest()[:16]}-{time.monotonic_ns()}"',
+                email.utils.formatdate(next(_modified_clock), usegmt=True),
             )
 
     def remove(self, path: str) -> None:
@@ -276,7 +315,12 @@ class Mirror:
         if not candidate.is_relative_to(self.root.resolve()) or not candidate.is_file():
             return None
         st = candidate.stat()
-        return _File(None, candidate, f'"{st.st_size:x}-{st.st_mtime_ns:x}"')
+        return _File(
+            None,
+            candidate,
+            f'"{st.st_size:x}-{st.st_mtime_ns:x}"',
+            email.utils.formatdate(st.st_mtime, usegmt=True),
+        )
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -391,6 +435,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         mirror = self.mirror
         path = unquote(urlsplit(self.path).path)
+        if mirror.basic_auth and self.headers.get("Authorization") != mirror.basic_auth:
+            self._simple(path, 401, {"WWW-Authenticate": 'Basic realm="mirror"'}, b"unauthorized")
+            return
         if path in mirror.hub:
             location, token, sha = mirror.hub[path]
             if token and self.headers.get("Authorization") != f"Bearer {token}":
@@ -424,18 +471,34 @@ class _Handler(BaseHTTPRequestHandler):
         if entry is None:
             self._simple(path, 404, body=b"not found")
             return
+        if fault.kind == "gzip":
+            self._simple(
+                path,
+                200,
+                {"Content-Encoding": "gzip", **self._validators(entry)},
+                gzip.compress(entry.read(0, entry.size)),
+            )
+            return
+        if fault.kind == "claim_size":
+            self._claim_size(path, entry, fault.total)
+            return
         size = entry.size
         start, end, status = 0, size, 200
         wanted = _RANGE.match(self.headers.get("Range", "").strip())
         if_range = self.headers.get("If-Range")
         ranged = mirror.ranges and fault.kind not in ("ignore_range", "no_length")
-        if wanted and ranged and if_range in (None, entry.etag):
+        current = {None}
+        current |= {entry.etag} if mirror.etag else set()
+        current |= {entry.modified} if mirror.last_modified else set()
+        if wanted and ranged and if_range in current:
             first = int(wanted.group(1))
             if first >= size:
                 self._simple(path, 416, {"Content-Range": f"bytes */{size}"})
                 return
             last = min(int(wanted.group(2)), size - 1) if wanted.group(2) else size - 1
             start, end, status = first, last + 1, 206
+            if fault.kind == "range_mismatch":
+                start, end = 0, size
         self._record(path, status)
         self.send_response(status)
         if fault.kind != "no_length":
@@ -444,7 +507,8 @@ class _Handler(BaseHTTPRequestHandler):
         etag = entry.etag
         if fault.kind == "etag_flap":
             etag = f'{etag[:-1]}-flap{time.monotonic_ns()}"'
-        self.send_header("ETag", etag)
+        for name, value in self._validators(entry, etag).items():
+            self.send_header(name, value)
         if mirror.ranges:
             self.send_header("Accept-Ranges", "bytes")
         if status == 206:
@@ -455,6 +519,41 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         self.end_headers()
         self._send_body(path, entry, start, end, fault)
+
+    def _validators(self, entry: _File, etag: str | None = None) -> dict[str, str]:
+        """The ETag and/or Last-Modified headers this mirror sends for ``entry``."""
+        out = {}
+        if self.mirror.etag:
+            out["ETag"] = etag or entry.etag
+        if self.mirror.last_modified:
+            out["Last-Modified"] = entry.modified
+        return out
+
+    def _claim_size(self, path: str, entry: _File, total: int) -> None:
+        """Label the answer as ``total`` bytes long (or a range of them); send the real bytes there are."""
+        wanted = _RANGE.match(self.headers.get("Range", "").strip())
+        start, last, status = 0, total - 1, 200
+        if wanted and self.mirror.ranges:
+            start = int(wanted.group(1))
+            last = min(int(wanted.group(2)), total - 1) if wanted.group(2) else total - 1
+            status = 206
+        self._record(path, status)
+        self.send_response(status)
+        self.send_header("Content-Length", str(last - start + 1))
+        if status == 206:
+            self.send_header("Content-Range", f"bytes {start}-{last}/{total}")
+        for name, value in self._validators(entry).items():
+            self.send_header(name, value)
+        self.send_header("Connection", "close")
+        self.close_connection = True
+        self.end_headers()
+        real_end = min(last + 1, entry.size)
+        for pos in range(start, real_end, CHUNK):
+            block = entry.read(pos, min(CHUNK, real_end - pos))
+            self.wfile.write(block)
+            self._count(path, len(block), entry.size)
+        self.connection.shutdown(socket.SHUT_WR)
+        raise _Abort()
 
     def _send_body(self, path: str, entry: _File, start: int, end: int, fault: Fault) -> None:
         mirror = self.mirror

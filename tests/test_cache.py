@@ -161,8 +161,8 @@ def test_prune(
     cache = Cache(tmp_path)
     cache.ensure()
     make_entry(cache, SHA_A, obj=True, partial_age_days=partial_age)
-    sizes = {
-        p: p.stat().st_size
+    sizes = {  # the disk each file holds: what prune gives back
+        p: p.stat().st_blocks * 512
         for p in (cache.object_path(SHA_A), cache.partial_path(SHA_A), cache.state_path(SHA_A))
     }
     result = prune(tmp_path, keep, max_age_days=7)

@@ -841,10 +841,10 @@ def test_no_space_names_asset_and_sizes_and_leaves_dest_clean(
     fetch_assets([first], tmp_path / "dest", opts(tmp_path))
     before = (tmp_path / "dest/a/earlier.bin").stat()
 
-    def full(fd: int, offset: int, length: int) -> None:
+    def full(fd: int, data: object, offset: int) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(os, "posix_fallocate", full)
+    monkeypatch.setattr(os, "pwrite", full)  # the partial takes disk as bytes arrive
     big = make_asset(data, mirror.url("/big"), name="checkpoint", path="b/big.bin")
     with pytest.raises(FetchFailed) as info:
         fetch_assets([first, big], tmp_path / "dest", opts(tmp_path))

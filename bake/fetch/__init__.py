@@ -27,6 +27,8 @@ from urllib.parse import urlsplit
 
 from bake.cache import Cache
 from bake.errors import FetchError, NoSpaceError, UsageError
+from bake.fetch import install
+from bake.fetch.clock import default_deadline, process_started
 from bake.fetch.job import AssetJob
 from bake.fetch.options import DEFAULT_CONNECTIONS, FetchFailed, FetchOptions, FetchRecord
 from bake.fetch.progress import Progress
@@ -42,8 +44,10 @@ __all__ = [
     "FetchRecord",
     "NoSpaceError",
     "candidate_urls",
+    "default_deadline",
     "fetch_assets",
     "parse_mirrors",
+    "process_started",
 ]
 
 
@@ -70,11 +74,13 @@ def fetch_assets(
     cache = Cache(options.cache_dir)
     cache.ensure()
     dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
+    install.make_dest(dest)
     # The backoff is read from this module at call time, so a test can shorten it here.
     retry = RetryPolicy(options.attempts, backoff_base=BACKOFF_BASE, backoff_cap=BACKOFF_CAP)
     sink = progress or Progress()
     jobs = [AssetJob(asset, urls, dest, cache, session, sink, retry) for asset, urls in plans]
+    for job in jobs[: options.jobs]:  # these begin with the run; the others when a worker frees up
+        job.since = options.started
     return _run_all(jobs, session, options.jobs)
 
 

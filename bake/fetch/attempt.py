@@ -22,18 +22,46 @@ from bake.fetch.segments import PROBE, Claim, piece_size
 from bake.fetch.session import Session
 from bake.fetch.sources import Source
 from bake.fetch.transfer import Reader, Transfer
-from bake.fetch.transport import HttpClient, check_content_range, describe_error, parse_content_range
+from bake.fetch.transport import (
+    HttpClient,
+    Validators,
+    check_content_range,
+    describe_error,
+    parse_content_range,
+)
 from bake.manifest import Asset, redact_url
 
 log = logging.getLogger(__name__)
 
 
+MAX_FILE_SIZE = 2**63 - 1  # the largest offset a file can have (off_t)
+
+
 def check_size(asset: Asset, url: str, total: int, *, retryable: bool = True) -> None:
-    """Raise DownloadError when a source's size differs from the manifest's."""
+    """Raise DownloadError when a source's size differs from the manifest's, or no file can have it."""
+    if total > MAX_FILE_SIZE:
+        raise DownloadError(
+            f"{redact_url(url)} claims {total} bytes, more than any file can hold (2^63 - 1); "
+            "it is broken: use another mirror",
+            retryable=False,
+        )
     if asset.size is not None and total != asset.size:
         raise DownloadError(
             f"{redact_url(url)} serves {total} bytes; the manifest says {asset.size}", retryable=retryable
         )
+
+
+def _content_encoding(resp: http.client.HTTPResponse) -> str | None:
+    encoding = (resp.getheader("Content-Encoding") or "").strip()
+    return None if encoding.lower() in ("", "identity") else encoding
+
+
+def encoding_note(encoding: str) -> str:
+    """Why bytes sent with a Content-Encoding (asked for identity) fail: they are the compressed ones."""
+    return (
+        f"it sent the file with Content-Encoding: {encoding}, although bake asked for identity, so these "
+        "are encoded bytes, not the file; serve the file as stored, or use another mirror (not retried)"
+    )
 
 
 @dataclass(frozen=True)
@@ -45,6 +73,7 @@ class AttemptHooks:
     advance: Callable[[int], None]
     count_request: Callable[[], None]
     etag_split: Callable[[], None]
+    changed: Callable[[str], None]  # the file was replaced mid-download: how it showed
 
 
 class HttpAttempt:
@@ -59,8 +88,12 @@ class HttpAttempt:
         session: Session,
         hooks: AttemptHooks,
         connections: int,
+        *,
+        unranged: bool = False,
     ) -> None:
+        self.unranged = unranged  # ask for the whole file, no Range: the source answers ranges wrongly
         self.source = source
+        self.shown = redact_url(source.url)  # for messages and the progress record: no password
         self.asset = asset
         self.partial = partial
         self.clock = clock
@@ -68,6 +101,8 @@ class HttpAttempt:
         self.hooks = hooks
         self.connections = connections
         self.unsized = False  # the body had no length to check, so an early close looked like its end
+        self.encoding: str | None = None  # a Content-Encoding the server applied although asked not to
+        self.unvouched = False  # the length came from one Content-Length alone, which nothing confirmed
 
     def client(self, transfer: Transfer) -> HttpClient:
         return HttpClient(
@@ -88,6 +123,8 @@ class HttpAttempt:
             partial.state.size = size  # an empty file, or a partial complete before its size was saved
             return  # every byte is on disk already; verifying decides
         start, hole_end = holes[0]
+        if self.unranged:  # the source answers ranges wrongly: one stream of the whole file, no Range
+            self.connections, start, hole_end = 1, 0, None
         if self.connections == 1:
             probe_end = hole_end
         else:
@@ -113,9 +150,10 @@ class HttpAttempt:
         """Send the first request. Returns its response, or None when a 416 showed an empty file."""
         state = self.partial.state
         last = "" if probe_end is None or probe_end == size else str(probe_end - 1)
-        headers = {"Range": f"bytes={start}-{last}"}
-        if start and state.etag and state.url == self.source.url and not state.etag.startswith("W/"):
-            headers["If-Range"] = state.etag
+        headers = {} if self.unranged else {"Range": f"bytes={start}-{last}"}
+        saved = Validators(state.etag, state.modified).if_range()
+        if start and saved and state.url == self.shown and not self.unranged:
+            headers["If-Range"] = saved
         try:
             resp, transfer.url = client.request(self.source, self.source.http_url, headers)
         except Aborted:
@@ -126,10 +164,10 @@ class HttpAttempt:
         total = parse_content_range(resp.getheader("Content-Range"))[2]
         if total == 0 and start == 0:
             check_size(self.asset, self.source.url, 0)
-            self.partial.state = PartialState(size=0, url=self.source.url, etag=resp.getheader("ETag"))
+            self.partial.state = PartialState(size=0, url=self.shown)
             return None
         raise Changed(
-            f"{redact_url(self.source.url)} cannot serve bytes from {start} (HTTP 416, size {total}); "
+            f"{self.shown} cannot serve bytes from {start} (HTTP 416, size {total}); "
             "the file changed, starting over"
         )
 
@@ -142,20 +180,22 @@ class HttpAttempt:
         probe_end: int | None,
     ) -> None:
         """Turn the probe's answer into a transfer: a 206 over several connections, a 200 over one."""
-        etag = resp.getheader("ETag")
+        found = Validators.of(resp)
+        self.encoding = _content_encoding(resp)
         if resp.status == 206:
             total = check_content_range(resp, self.source.url, start, probe_end, None)
-            self._check_resume(total, etag)
+            self._check_size(total)
+            self._check_version(found, total, resumable=True)
             # A server may end the range early, at the file's end.
             claim = Claim(start, min(probe_end or total, total))
         else:
             total = self._whole_file(resp)
+            self._check_version(found, total, resumable=False)
             claim = Claim(0, total)
-        self.partial.state = PartialState(size=total, url=self.source.url, etag=etag)
-        transfer.etag = etag
+        self.partial.state = PartialState(total, self.shown, found.etag, found.modified)
+        transfer.validators = found
         self.hooks.begin(total)
-        if total is not None:
-            self.partial.preallocate(total)
+        self.partial.ensure_room(self.asset.size)
         reader = self.reader(client, resp)
         if resp.status != 206:
             transfer.single(total, claim)
@@ -170,37 +210,64 @@ class HttpAttempt:
             helpers=self.connections - 1,
         )
 
-    def _check_resume(self, total: int, etag: str | None) -> None:
-        """A 206 for a partial with bytes: refuse when the size or the ETag says the file changed."""
-        check_size(self.asset, self.source.url, total)
-        with self.partial.lock:
-            if not self.partial.written.spans:
-                return  # nothing on disk to protect
+    def _check_version(self, found: Validators, total: int | None, *, resumable: bool) -> None:
+        """Compare the answer with the version an earlier answer of this source showed.
+
+        A replaced file is told to the job (its final error names it) even when no byte
+        of the old one was kept. A 206 that would add to the old bytes raises Changed; a
+        200 brings the whole file anyway, so the old bytes are dropped here.
+        """
         state = self.partial.state
-        shown = redact_url(self.source.url)
-        if state.size is not None and total != state.size:
-            raise Changed(
-                f"{shown} now serves {total} bytes, the partial was for {state.size}; starting over"
+        with self.partial.lock:
+            kept = bool(self.partial.written.spans)
+        same_source = state.url == self.shown
+        change = Validators(state.etag, state.modified).change_to(found) if same_source else None
+        if resumable and kept:
+            if state.size is not None and total != state.size:
+                raise Changed(
+                    f"{self.shown} now serves {total} bytes, the partial was for {state.size}; starting over"
+                )
+            if change:
+                raise Changed(
+                    f"{self.shown} changed during the download ({change}); starting over", validator=change
+                )
+            return
+        if change:
+            log.warning(
+                "%s: %s changed during the download (%s); starting from zero",
+                self.asset.name,
+                self.shown,
+                change,
             )
-        if state.url == self.source.url and state.etag and etag and etag != state.etag:
-            raise Changed(f"{shown} changed (ETag {state.etag} -> {etag}); starting over")
+            self.hooks.changed(change)
+        elif kept:
+            log.info(
+                "%s: %s answered the resume with the whole file; starting from zero",
+                self.asset.name,
+                self.shown,
+            )
+        if kept and not resumable:
+            self.partial.discard()
 
     def _whole_file(self, resp: http.client.HTTPResponse) -> int | None:
         """A 200: the whole file over one stream, from zero. Returns its size when known."""
         total = resp.length  # None when chunked or close-delimited
         if total is not None:
-            check_size(self.asset, self.source.url, total)
+            self._check_size(total)
+            self.unvouched = self.asset.size is None  # a short Content-Length would look like the end
         else:
             total = self.asset.size  # then an early EOF reads as truncation, not as the end
             self.unsized = total is None
-        if self.partial.written_total():
-            log.info(
-                "%s: %s answered the resume with the whole file; starting from zero",
-                self.asset.name,
-                redact_url(self.source.url),
-            )
-            self.partial.discard()
         return total
+
+    def _check_size(self, total: int) -> None:
+        """check_size, naming a Content-Encoding the server applied unasked: compressed bytes never fit."""
+        try:
+            check_size(self.asset, self.source.url, total)
+        except DownloadError as exc:
+            if self.encoding:
+                raise DownloadError(f"{exc}; {encoding_note(self.encoding)}", retryable=False) from None
+            raise
 
     def _watchdog(self, transfer: Transfer) -> threading.Timer | None:
         """Cut the transfer when the deadline passes: socket timeouts bound each recv, not a read.
@@ -265,13 +332,13 @@ class HttpPieces:
         except DownloadError:
             self.client.close()
             raise
-        etag = resp.getheader("ETag")
-        if transfer.etag and etag and etag != transfer.etag:
+        change = transfer.validators.change_to(Validators.of(resp))
+        if change:
             self.client.close()
             self.attempt.hooks.etag_split()
             raise Changed(
-                f"{redact_url(self.attempt.source.url)} changed during the download "
-                f"(ETag {transfer.etag} -> {etag}); starting over"
+                f"{self.attempt.shown} changed during the download ({change}); starting over",
+                validator=change,
             )
         return self.attempt.reader(self.client, resp)
 

@@ -6,7 +6,18 @@ from bake.errors import DownloadError
 
 
 class Changed(DownloadError):
-    """The file behind a source changed (or the partial is inconsistent): start it over."""
+    """The file behind a source changed (or the partial is inconsistent): start it over.
+
+    ``validator`` says how the change showed (``ETag a -> b``, ``Last-Modified a -> b``), if it did.
+    """
+
+    def __init__(self, message: str, *, validator: str | None = None) -> None:
+        super().__init__(message, retryable=True)
+        self.validator = validator
+
+
+class BadRange(DownloadError):
+    """A source answered a Range request wrongly: read it as one plain stream from byte 0 instead."""
 
 
 class Aborted(Exception):

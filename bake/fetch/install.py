@@ -12,7 +12,7 @@ import stat
 from pathlib import Path, PurePosixPath
 
 from bake import atomic
-from bake.errors import FetchError
+from bake.errors import FetchError, UsageError
 from bake.fetch.failures import NO_SPACE_ADVICE
 from bake.hashes import file_matches
 from bake.manifest import Asset
@@ -20,6 +20,30 @@ from bake.manifest import Asset
 log = logging.getLogger(__name__)
 
 _NO_LINK = (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.EACCES)  # then copy
+
+
+def make_dest(dest: Path) -> None:
+    """Make ``dest`` a directory. Raises UsageError naming what stands in the way (exit 2).
+
+    A link that leads nowhere, a loop of links, a file on the way: each is
+    named, with what to do, before any traffic.
+    """
+    try:
+        with atomic.no_space_as_error(f"--dest {dest}", dest, 0, NO_SPACE_ADVICE):
+            dest.mkdir(parents=True, exist_ok=True)
+        return
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    if dest.is_symlink():
+        target = os.readlink(dest)
+        raise UsageError(
+            f"--dest {dest} is a link to {target}, which is no directory ({reason}); "
+            f"create {target}, or point --dest at a directory"
+        )
+    blocker = next((p for p in (dest, *dest.parents) if os.path.lexists(p) and not p.is_dir()), None)
+    if blocker is not None:
+        raise UsageError(f"--dest {dest}: {blocker} is not a directory; point --dest at a directory")
+    raise UsageError(f"--dest {dest}: cannot create it ({reason}); point --dest at a writable directory")
 
 
 def target_path(dest: Path, asset: Asset) -> Path:

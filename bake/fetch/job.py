@@ -9,24 +9,23 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import threading
 from pathlib import Path
 
-from bake.cache import Cache, PartialState
+from bake import atomic
+from bake.cache import Cache
 from bake.errors import ChecksumMismatch, DownloadError, FetchError
 from bake.fetch import install
-from bake.fetch.attempt import AttemptHooks, HttpAttempt, check_size
+from bake.fetch.attempt import AttemptHooks, HttpAttempt, encoding_note
 from bake.fetch.clock import Clock
-from bake.fetch.failures import Changed, DeadlineExceeded
+from bake.fetch.failures import NO_SPACE_ADVICE, BadRange, Changed, DeadlineExceeded
+from bake.fetch.local import FileAttempt
 from bake.fetch.options import FetchRecord
 from bake.fetch.partial import PartialFile
 from bake.fetch.progress import Progress
 from bake.fetch.retry import RetryPolicy
-from bake.fetch.segments import Claim
 from bake.fetch.session import Session
 from bake.fetch.sources import Source, resolve_source
-from bake.fetch.transfer import Transfer
 from bake.manifest import Asset, redact_url
 
 log = logging.getLogger(__name__)
@@ -55,22 +54,28 @@ class AssetJob:
         self._advance = functools.partial(progress.advance, asset)  # called once per read: one call
         self.retry = retry
         self.clock = Clock(
-            asset.name, timeout=self.options.timeout, deadline=self.options.deadline, cancel=session.cancel
+            asset.name,
+            timeout=self.options.timeout,
+            deadline=self.options.deadline,
+            cancel=session.cancel,
+            size=asset.size,
         )
         self.partial = PartialFile(cache, asset.sha256, asset.name)
-        self.lock = threading.Lock()  # guards requests and etag_splits, counted from several connections
+        self.since: float | None = None  # when its clock starts, if not when it begins: see fetch_assets
+        self.lock = threading.Lock()  # guards requests, counted from several connections
         self.requests = 0  # HTTP requests and file opens made for this asset
         self.attempts = 0
         self.progress_started = False
         self.waiting_logged = False
-        self.connections = self.options.connections  # for the current source; see _from_source
-        self.etag_splits: set[int] = set()  # attempts at this source whose connections saw other ETags
 
     # -- the whole asset ----------------------------------------------------
 
     def run(self) -> FetchRecord:
         try:
-            record = self._run()
+            try:
+                record = self._run()
+            except OSError as exc:
+                raise os_failure(exc, self.asset, self.cache, self.partial) from None
         except FetchError as exc:
             self.progress.failed(self.asset, exc)
             raise
@@ -79,7 +84,7 @@ class AssetJob:
 
     def _run(self) -> FetchRecord:
         self.clock.check_cancelled()
-        self.clock.start()
+        self.clock.start(self.since)
         sha = self.asset.sha256
         target = install.target_path(self.dest, self.asset)
         if install.already_installed(target, self.asset):
@@ -152,87 +157,57 @@ class AssetJob:
     def _from_source(self, source: Source) -> None:
         """Retry one source until its bytes verify into the cache; raises DownloadError when it gives up."""
         retry = self.retry
-        self.connections = self.options.connections
-        self.etag_splits = set()
-        fresh_retry = False
-        self.partial.from_zero = not self.partial.written_total()
-        shown = redact_url(source.url)
+        run = SourceRun(source, self.asset.name, self.partial, self.options.connections)
         while True:
             left = self.clock.remaining()
             if left is not None and left <= 0:
-                raise self.clock.deadline_error(f"trying {shown}")
+                raise self.clock.deadline_error(f"trying {run.shown}")
             before = self.partial.written_total()
             try:
+                attempt = self._attempt(run)
                 try:
-                    unsized = self._attempt(source)
-                    self.partial.verify(self.asset.sha256, shown, any_digest=self.options.unknown_sha256)
+                    self.partial.verify(self.asset.sha256, run.shown, any_digest=self.options.unknown_sha256)
                     return
                 except ChecksumMismatch as exc:
-                    if self._retry_from_zero(fresh_retry):
-                        fresh_retry = True
-                        continue
-                    if unsized:  # most likely cut short, not wrong: worth another attempt
-                        raise DownloadError(
-                            f"{exc}; the body had no Content-Length and the manifest no size, so it may have "
-                            "been cut short",
-                            retryable=True,
-                        ) from None
-                    raise
+                    run.mismatched(exc, attempt)  # raises, unless one clean try from zero is due
+                    continue
             except DownloadError as exc:
+                if isinstance(exc, BadRange) and run.read_plainly(exc):
+                    continue
                 if isinstance(exc, Changed):
-                    self._start_over(exc, shown)
+                    run.start_over(exc)
                 progressed = self.partial.written_total() - before
                 retry, delay = retry.after(exc, progressed, self.clock.remaining())
-                log.warning("%s: %s: %s; retrying in %.1f s", self.asset.name, shown, exc, delay)
-                self.clock.sleep(delay, f"waiting to retry {shown}")
+                log.warning("%s: %s: %s; retrying in %.1f s", self.asset.name, run.shown, exc, delay)
+                self.clock.sleep(delay, f"waiting to retry {run.shown}")
 
-    def _retry_from_zero(self, tried_already: bool) -> bool:
-        """After a mismatch, discard the partial; return True when one clean try from zero is due."""
-        resumed = not self.partial.from_zero
-        self.partial.discard()
-        if not resumed or tried_already:
-            return False
-        # Resumed bytes may be what is wrong (an earlier source, a power loss); one clean try.
-        log.warning("%s: resumed download did not verify; fetching it again from zero", self.asset.name)
-        return True
-
-    def _start_over(self, exc: Changed, shown: str) -> None:
-        log.warning("%s: %s", self.asset.name, exc)
-        self.partial.discard()
-        if len(self.etag_splits) >= 2 and self.connections > 1:
-            # Once is a file replaced mid-download; twice is a mirror whose nodes tag the
-            # same bytes differently. One connection asks one node; the sha256 decides.
-            log.warning(
-                "%s: %s answers with a different ETag per connection; using one connection",
-                self.asset.name,
-                shown,
-            )
-            self.connections = 1
-
-    def _attempt(self, source: Source) -> bool:
-        """One try at ``source``. Returns True when the body had no length to check it by."""
-        if source.path is not None:
-            self._copy_file(source)
-            return False
-        attempt = HttpAttempt(
-            source, self.asset, self.partial, self.clock, self.session, self._hooks(), self.connections
+    def _attempt(self, run: SourceRun) -> HttpAttempt | FileAttempt:
+        """One try at ``run``'s source; returns the attempt, which tells how the body came."""
+        hooks = AttemptHooks(
+            self._count_attempt, self._begin, self._advance, self._count_request, run.etag_split, run.changed
         )
+        if run.source.path is not None:
+            attempt = FileAttempt(run.source, self.asset, self.partial, self.clock, self.session, hooks)
+        else:
+            attempt = HttpAttempt(
+                run.source,
+                self.asset,
+                self.partial,
+                self.clock,
+                self.session,
+                hooks,
+                run.connections,
+                unranged=run.unranged,
+            )
         attempt.run()
-        return attempt.unsized
+        return attempt
 
-    def _hooks(self) -> AttemptHooks:
-        def count_attempt() -> None:
-            self.attempts += 1
+    def _count_attempt(self) -> None:
+        self.attempts += 1
 
-        def count_request() -> None:
-            with self.lock:
-                self.requests += 1
-
-        def etag_split() -> None:
-            with self.lock:
-                self.etag_splits.add(self.attempts)
-
-        return AttemptHooks(count_attempt, self._begin, self._advance, count_request, etag_split)
+    def _count_request(self) -> None:
+        with self.lock:
+            self.requests += 1
 
     def _begin(self, total: int | None) -> None:
         """Start the progress display once per asset, crediting bytes resumed from an earlier run."""
@@ -243,26 +218,107 @@ class AssetJob:
             if resumed:
                 self.progress.advance(self.asset, resumed)
 
-    def _copy_file(self, source: Source) -> None:
-        """Copy a file:// source into the partial, from zero: a local copy is cheap."""
-        self.attempts += 1
-        try:
-            fin = open(source.path, "rb")  # noqa: SIM115 - the open error and the copy's errors differ
-        except OSError as exc:
-            raise DownloadError(
-                f"{redact_url(source.url)}: cannot read it ({exc.strerror or exc})", retryable=False
-            ) from None
+
+class SourceRun:
+    """What one source has shown in this run, and what the job does about its failures.
+
+    How many connections it gets, whether it answers ranges rightly, whether its
+    file was replaced mid-download, whether a clean try from zero is still due.
+    """
+
+    def __init__(self, source: Source, asset_name: str, partial: PartialFile, connections: int) -> None:
+        self.source = source
+        self.shown = redact_url(source.url)
+        self.asset_name = asset_name
+        self.partial = partial
+        self.connections = connections
+        self.unranged = False  # it answered a Range wrongly: ask it for the whole file only
+        self.change: str | None = None  # how a replacement of its file showed (ETag a -> b, ...)
+        self.fresh_retry = False  # the one clean try from zero after a resumed mismatch was made
+        self.lock = threading.Lock()  # guards splits, told from several connections
+        self.splits: set[int] = set()  # attempts whose connections saw other ETags
+        self.attempt_no = 0
+        partial.from_zero = not partial.written_total()
+
+    def etag_split(self) -> None:
         with self.lock:
-            self.requests += 1  # a read from a source, like an HTTP request
-        with fin:
-            size = os.fstat(fin.fileno()).st_size
-            check_size(self.asset, source.url, size, retryable=False)
-            if self.partial.written_total():
-                self.partial.discard()
-            self.partial.state = PartialState(size=size, url=source.url)
-            self._begin(size)
-            self.partial.preallocate(size)
-            transfer = Transfer(self.partial, self._advance)
-            claim = Claim(0, size)
-            transfer.single(size, claim)
-            transfer.run(claim, fin.readinto)
+            self.splits.add(self.attempt_no)
+
+    def changed(self, how: str) -> None:
+        self.change = how
+
+    def read_plainly(self, exc: BadRange) -> bool:
+        """After a wrong answer to a Range: one plain stream from byte 0, said once. False if done already."""
+        if self.unranged:
+            return False
+        log.warning(
+            "%s: %s answers Range requests wrongly (%s); reading it as one plain stream from byte 0",
+            self.asset_name,
+            self.shown,
+            exc,
+        )
+        self.unranged = True
+        self.partial.discard()
+        return True
+
+    def start_over(self, exc: Changed) -> None:
+        log.warning("%s: %s", self.asset_name, exc)
+        self.partial.discard()
+        self.attempt_no += 1
+        if exc.validator:
+            self.change = exc.validator
+        if len(self.splits) >= 2 and self.connections > 1:
+            # Once is a file replaced mid-download; twice is a mirror whose nodes tag the
+            # same bytes differently. One connection asks one node; the sha256 decides.
+            log.warning(
+                "%s: %s answers with a different ETag per connection; using one connection",
+                self.asset_name,
+                self.shown,
+            )
+            self.connections = 1
+
+    def mismatched(self, exc: ChecksumMismatch, attempt: HttpAttempt | FileAttempt) -> None:
+        """After a sha256 mismatch: return when one clean try from zero is due; else raise, saying why."""
+        resumed = not self.partial.from_zero
+        self.partial.discard()
+        if attempt.encoding:
+            raise DownloadError(f"{exc}; {encoding_note(attempt.encoding)}", retryable=False) from None
+        if (resumed or attempt.unvouched) and not self.fresh_retry:
+            # Resumed bytes may be what is wrong (an earlier source, a power loss), or a length
+            # nothing confirmed may have cut the body short: one clean try from zero.
+            why = "resumed download" if resumed else "download whose length only its Content-Length gave"
+            log.warning("%s: %s did not verify; fetching it again from zero", self.asset_name, why)
+            self.fresh_retry = True
+            return
+        if self.change:
+            raise DownloadError(
+                f"{exc}; the file at this URL changed during the download ({self.change}), so the manifest "
+                "may name an earlier version: compare its sha256 with what the server serves now",
+                retryable=False,
+            ) from None
+        if attempt.unsized:  # most likely cut short, not wrong: worth another attempt
+            raise DownloadError(
+                f"{exc}; the body had no Content-Length and the manifest no size, "
+                "so it may have been cut short",
+                retryable=True,
+            ) from None
+        raise exc
+
+
+def os_failure(exc: OSError, asset: Asset, cache: Cache, partial: PartialFile) -> FetchError:
+    """Name a file the fetch could not create, write or move, and the option that chose its place.
+
+    Every step that can fail this way (the cache's lock, partial and objects, the
+    destination) lands here, so a read-only or full directory is exit 3, not a traceback.
+    """
+    paths = [Path(p) for p in (exc.filename, exc.filename2) if p is not None]
+    where = paths[0] if paths else cache.root
+    subject = f"asset {asset.name!r}"
+    if atomic.is_no_space(exc):
+        need = (asset.size or 0) - partial.written_total()
+        return atomic.no_space_error(subject, where, max(need, 0), NO_SPACE_ADVICE)
+    option = "--cache-dir" if where.is_relative_to(cache.root) else "--dest"
+    return FetchError(
+        f"{subject}: cannot use {' or '.join(map(str, paths)) or where}: {exc.strerror or exc}; "
+        f"make {option} writable (one filesystem), or point {option} at another directory"
+    )

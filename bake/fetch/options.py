@@ -37,6 +37,7 @@ class FetchOptions:
     # bake add: each asset's sha256 is only the cache key of a file whose hash is not known
     # yet, so its bytes are kept whatever they hash to; the caller hashes them.
     unknown_sha256: bool = False
+    started: float | None = None  # time.monotonic() the run began: the first assets' deadlines count from it
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ killed process loses a fraction of a second of transfer.
 from __future__ import annotations
 
 import contextlib
-import errno
+import dataclasses
 import hashlib
 import logging
 import os
@@ -108,7 +108,7 @@ class PartialFile:
     def save(self) -> None:
         """Save the progress record (size, source identity, ranges written)."""
         with self.lock:
-            state = PartialState(self.state.size, self.state.url, self.state.etag, list(self.written.spans))
+            state = dataclasses.replace(self.state, done=list(self.written.spans))
         with self._no_space(self.cache.state_path(self.sha256), 4096):
             self.cache.save_state(self.sha256, state)
 
@@ -119,22 +119,18 @@ class PartialFile:
         self.hasher.catch_up(self.fd, prefix, HASH_SLICE)
         self.save()
 
-    def preallocate(self, size: int) -> None:
-        """Reserve ``size`` bytes on disk, so a full disk shows now and not half-way through."""
-        st = os.fstat(self.fd)
-        if size == 0 or st.st_blocks * 512 >= size:
+    def ensure_room(self, size: int | None) -> None:
+        """Check that the rest of a ``size``-byte file fits on the disk, so a full disk shows now.
+
+        Only a size the manifest vouches for is checked, and nothing is reserved:
+        the partial takes disk as bytes arrive, so a failed or abandoned one
+        holds about what it received, whatever a server claimed.
+        """
+        if not size:
             return
-        try:
-            with self._no_space(self.path, lambda: size - self.written_total()):
-                try:
-                    os.posix_fallocate(self.fd, 0, size)
-                except OSError as exc:
-                    if atomic.is_no_space(exc):
-                        os.ftruncate(self.fd, st.st_size)  # give back what the failed call took
-                    raise
-        except OSError as exc:
-            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-                raise
+        need = size - self.written_total()
+        if atomic.free_bytes(self.path) < need:
+            raise atomic.no_space_error(f"asset {self.asset_name!r}", self.path, need, NO_SPACE_ADVICE)
 
     def write(self, claim: Claim, data: memoryview, pos: int) -> None:
         """Write ``data`` at ``pos`` and advance ``claim`` past it."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -104,7 +105,15 @@ def resolve_source(url: str, options: FetchOptions) -> Source:
         return Source(url, path=unquote(parts.path))
     if scheme == "hf":
         return _resolve_hf(url, options)
-    return Source(url, http_url=url)
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return Source(url, http_url=url)
+    # A mirror behind Basic auth: the credentials leave the URL (never sent to a proxy in a request
+    # line) and become a header for this origin only.
+    creds = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()
+    bare = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+    auth = {"Authorization": "Basic " + base64.b64encode(creds).decode("ascii")}
+    return Source(url, http_url=bare, auth=auth, auth_origin=origin_of(bare))
 
 
 def _resolve_hf(url: str, options: FetchOptions) -> Source:

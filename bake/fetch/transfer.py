@@ -18,6 +18,7 @@ from bake.errors import DownloadError
 from bake.fetch.failures import Aborted
 from bake.fetch.partial import PartialFile
 from bake.fetch.segments import NOT_YET, READ_BUF, Claim, ClaimQueue, piece_size
+from bake.fetch.transport import Validators
 
 SAVE_EVERY = 0.25  # seconds between progress-file writes: a SIGKILL loses at most this much transfer
 
@@ -46,7 +47,7 @@ class Transfer:
         self.queue = ClaimQueue(self.lock)
         self.size: int | None = None
         self.url = ""  # where the probe landed after redirects; helpers ask there
-        self.etag: str | None = None
+        self.validators = Validators()  # the version the probe saw; every piece must be of it
         self.conns: set[http.client.HTTPConnection] = set()
         self.abort = threading.Event()
         self.finished = threading.Event()

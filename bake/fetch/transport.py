@@ -15,13 +15,14 @@ import ssl
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Protocol
 from urllib.parse import unquote, urljoin, urlsplit
 
 from bake import __version__
 from bake.errors import DownloadError, ManifestError, UsageError
-from bake.fetch.failures import Aborted
+from bake.fetch.failures import Aborted, BadRange
 from bake.fetch.options import FetchOptions
 from bake.fetch.sources import Source, origin_of
 from bake.manifest import check_url, redact_url
@@ -31,6 +32,26 @@ MAX_REDIRECTS = 10
 _REDIRECTS = (301, 302, 303, 307, 308)
 _USER_AGENT = f"bake/{__version__}"
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(?:(\d+)-(\d+)|\*)\s*/\s*(\d+|\*)\s*$", re.IGNORECASE)
+
+
+# OpenSSL's X509_V_ERR_* codes -> what to do. Only an unknown CA is fixed by a CA bundle.
+_TLS_UNKNOWN_CA = "pass --ca-bundle (or set SSL_CERT_FILE) with the CA that signs it"
+_TLS_DATES = (
+    "the server must renew its certificate (or check this machine's clock); a CA bundle cannot fix it"
+)
+_TLS_NAME = "the certificate is for another name: use a URL with the host name it was issued for"
+_TLS_HINTS = {
+    2: _TLS_UNKNOWN_CA,  # unable to get issuer certificate
+    18: _TLS_UNKNOWN_CA,  # self-signed certificate
+    19: _TLS_UNKNOWN_CA,  # self-signed certificate in the chain
+    20: _TLS_UNKNOWN_CA,  # unable to get local issuer certificate
+    21: _TLS_UNKNOWN_CA,  # unable to verify the first certificate
+    9: _TLS_DATES,  # certificate is not yet valid
+    10: _TLS_DATES,  # certificate has expired
+    62: _TLS_NAME,  # hostname mismatch
+    64: _TLS_NAME,  # IP address mismatch
+}
+_TLS_OTHER = "the server's certificate is refused; fix it on the server, or use another mirror"
 
 
 class _HttpStatus(DownloadError):
@@ -100,8 +121,7 @@ def check_content_range(
     """Check that ``resp`` is a 206 for bytes ``start``..``end - 1`` of ``total`` bytes. Returns the size.
 
     ``end`` None asks for the rest of the file, and a server may end any range
-    at the file's end; ``total`` None accepts any size. Raises a retryable
-    DownloadError otherwise.
+    at the file's end; ``total`` None accepts any size. Raises BadRange otherwise.
     """
     header = resp.getheader("Content-Range")
     first, last, size = parse_content_range(header)
@@ -113,11 +133,39 @@ def check_content_range(
     expected = (
         f"{start}-{'' if expected_last is None else expected_last}/{'<size>' if total is None else total}"
     )
-    raise DownloadError(
+    raise BadRange(
         f"{redact_url(url)} answered Range bytes={asked} with HTTP {resp.status} "
         f"and Content-Range {header!r}; expected 206 bytes {expected}",
         retryable=True,
     )
+
+
+@dataclass(frozen=True)
+class Validators:
+    """What identifies a version of a file on a server: its ETag, else its Last-Modified date."""
+
+    etag: str | None = None
+    modified: str | None = None
+
+    @classmethod
+    def of(cls, resp: http.client.HTTPResponse) -> Validators:
+        return cls(resp.getheader("ETag"), resp.getheader("Last-Modified"))
+
+    def if_range(self) -> str | None:
+        """The If-Range value that resumes only this version: a strong ETag, else the date."""
+        if self.etag:
+            return None if self.etag.startswith("W/") else self.etag
+        return self.modified
+
+    def change_to(self, new: Validators) -> str | None:
+        """``ETag a -> b`` (or ``Last-Modified a -> b``) when ``new`` names another version, else None."""
+        if self.etag or new.etag:
+            if self.etag and new.etag and self.etag != new.etag:
+                return f"ETag {self.etag} -> {new.etag}"
+            return None
+        if self.modified and new.modified and self.modified != new.modified:
+            return f"Last-Modified {self.modified} -> {new.modified}"
+        return None
 
 
 def describe_error(exc: BaseException) -> str:
@@ -245,7 +293,7 @@ class HttpClient:
             self.close()
             raise DownloadError(
                 f"TLS certificate of {parts.hostname} is not trusted ({exc.verify_message}); "
-                "pass --ca-bundle (or set SSL_CERT_FILE) with the CA that signs it",
+                f"{_TLS_HINTS.get(exc.verify_code, _TLS_OTHER)}",
                 retryable=False,
             ) from None
         except TimeoutError:
@@ -303,7 +351,11 @@ def _status_error(resp: http.client.HTTPResponse, url: str) -> _HttpStatus:
     hints = {
         404: "the file is not at this URL (not retried)",
         410: "the file is gone from this URL (not retried)",
-        401: "authentication required; for hf:// set HF_TOKEN or HF_TOKEN_FILE (not retried)",
+        401: (
+            "authentication required: give a mirror's credentials in its URL, https://USER:PASSWORD@host/… "
+            "(in a build, through the bake_mirrors secret); for hf:// set HF_TOKEN or HF_TOKEN_FILE "
+            "(not retried)"
+        ),
         403: "access denied (not retried)",
         429: "rate limited",
     }

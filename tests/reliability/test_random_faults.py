@@ -67,9 +67,12 @@ TIMEOUT = 1.0  # --timeout: a stall or a hang costs a second
 ATTEMPTS = 5  # --attempts: a script whose faults cost at most ATTEMPTS - 2 failures must succeed
 DEADLINE = 30.0  # --deadline of the runs that are not about the deadline
 SHORT_DEADLINE = 2.0  # --deadline of the runs that are
-# Wall time allowed past --deadline: interpreter start and exit, manifest, install, on a loaded 2-core
-# machine (up to 1.2 s seen); far below what a deadline that does not hold costs (the trickle: 10 s).
-TOLERANCE = 1.5
+# Wall time allowed past --deadline. A deadline counts from the process's start, so what remains is
+# stopping the transfers and exiting, on a loaded 2-core machine (up to 0.15 s seen at PARALLEL 6);
+# far below what a deadline that does not hold costs (the trickle: 10 s). The goal is tighter,
+# GOAL = (share of the deadline, seconds): the summary reports the worst overrun against it.
+TOLERANCE = 1.0
+GOAL = (0.10, 0.25)
 SILENCE = 4.0  # how long a stalled or hung server says nothing: longer than TIMEOUT
 SIZES = [0, 1, 777, 64 * KIB + 3, 300 * KIB, MIB + 17, 2 * MIB + 5, 3 * MIB + 1]
 SIZE_WEIGHTS = [1, 1, 2, 4, 6, 6, 4, 2]
@@ -454,10 +457,14 @@ def fault_table(done: dict[int, Outcome], seconds: float) -> list[str]:
         lines.append(
             f"| {kind} | {r['assets']} | {r['served']} | {r['ok']} | {r['exit 3']} | {r['violations']} |"
         )
-    slowest = max(done.values(), key=lambda o: o.wall - o.plan.deadline, default=None)
-    if slowest is not None:
-        wall, deadline = slowest.wall, slowest.plan.deadline
-        lines.append(f"closest to its deadline: run {slowest.plan.id}, {wall:.2f} s of {deadline:g} s")
+    deadline_runs = [o for o in done.values() if o.plan.deadline == SHORT_DEADLINE]
+    worst = max(deadline_runs, key=lambda o: o.wall, default=None)
+    if worst is not None:
+        over, goal = worst.wall - SHORT_DEADLINE, SHORT_DEADLINE * GOAL[0] + GOAL[1]
+        lines.append(
+            f"worst deadline overrun: {over:+.2f} s past --deadline {SHORT_DEADLINE:g} s "
+            f"(run {worst.plan.id}, whole process); goal {goal:.2f} s, asserted {TOLERANCE:g} s"
+        )
     return lines
 
 
