@@ -149,13 +149,18 @@ def _resolve_hf(url: str, options: FetchOptions) -> Source:
         check_url(resolved, allow_http=options.allow_http, where=f"{url} (via HF_ENDPOINT)")
     except ManifestError as exc:
         raise DownloadError(str(exc), retryable=False) from None
-    token = _hf_token(url, huggingface_hub)
+    token = hf_token() or huggingface_hub.get_token()
     auth = {"Authorization": f"Bearer {token}"} if token else {}
     return Source(url, http_url=resolved, auth=auth, auth_origin=origin_of(resolved))
 
 
-def _hf_token(url: str, huggingface_hub) -> str | None:
-    """HF_TOKEN, else the file HF_TOKEN_FILE names (a BuildKit secret), else huggingface_hub's lookup."""
+def hf_token() -> str | None:
+    """HF_TOKEN, else the file HF_TOKEN_FILE names (a BuildKit secret), else None.
+
+    None leaves the lookup to huggingface_hub (its stored login). Both downloaders
+    take the token from here. Raises DownloadError (not retried) when
+    HF_TOKEN_FILE is set but unreadable. The value is never logged.
+    """
     token = os.environ.get("HF_TOKEN", "").strip()
     if token:
         return token
@@ -165,8 +170,8 @@ def _hf_token(url: str, huggingface_hub) -> str | None:
             return Path(token_file).read_text(encoding="utf-8").strip() or None
         except OSError as exc:
             raise DownloadError(
-                f"{url}: HF_TOKEN_FILE {token_file}: cannot read it ({exc.strerror or exc}); "
+                f"HF_TOKEN_FILE {token_file}: cannot read it ({exc.strerror or exc}); "
                 "mount the secret there or unset HF_TOKEN_FILE",
                 retryable=False,
             ) from None
-    return huggingface_hub.get_token()
+    return None

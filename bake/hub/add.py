@@ -207,9 +207,9 @@ def cmd_add(args: argparse.Namespace) -> int:
     manifest_path = Path(args.manifest)
     if manifest_path.exists() and not manifest_path.is_file():
         raise UsageError(f"--manifest {manifest_path}: not a file")
-    from bake.hub import download
+    from bake.fetch.sources import hf_token
 
-    token = download.hub_token()
+    token = hf_token()
     commit, siblings = resolve(repo, kind, revision, token)
     chosen = _select(siblings, args.include, args.exclude, url)
     entry = {

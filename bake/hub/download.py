@@ -25,34 +25,13 @@ from pathlib import Path
 from bake import fetch
 from bake.cache import Cache
 from bake.errors import ChecksumMismatch, FetchError, UsageError
+from bake.fetch import sources
 from bake.hashes import sha256_file
 from bake.manifest import Asset
 
 log = logging.getLogger(__name__)
 # huggingface_hub's HTTP client logs every request at INFO, which would drown bake's own lines.
 logging.getLogger("httpx2").setLevel(logging.WARNING)
-
-
-def hub_token() -> str | None:
-    """The Hub token: HF_TOKEN, else the file HF_TOKEN_FILE names (a BuildKit secret), else None.
-
-    The same order as the engine's hf:// sources (``bake.sources``); None lets
-    huggingface_hub use its own lookup (the stored login). Raises FetchError when
-    HF_TOKEN_FILE is set but unreadable. The value is never logged.
-    """
-    token = os.environ.get("HF_TOKEN", "").strip()
-    if token:
-        return token
-    token_file = os.environ.get("HF_TOKEN_FILE")
-    if token_file:
-        try:
-            return Path(token_file).read_text(encoding="utf-8").strip() or None
-        except OSError as exc:
-            raise FetchError(
-                f"HF_TOKEN_FILE {token_file}: cannot read it ({exc.strerror or exc}); "
-                "mount the secret there or unset HF_TOKEN_FILE"
-            ) from None
-    return None
 
 
 def endpoint() -> str | None:
@@ -154,7 +133,7 @@ def _prefetch(
         )
     cache = Cache(options.cache_dir)
     cache.ensure()
-    token = hub_token()
+    token = sources.hf_token()
     seconds: dict[str, float] = {}
     failures: dict[str, FetchError] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=options.jobs) as pool:
