@@ -26,6 +26,7 @@ from typing import Protocol
 from bake.errors import ManifestError
 from bake.hashes import sha256_file
 from bake.locations import Location, parse_location
+from bake.tables import expect_table, refuse_unknown_keys
 
 SERVE_NAME = "bake.serve"
 SERVE_HEADER = "# bake serve v1"
@@ -354,16 +355,10 @@ BUILTINS: tuple[Consumer, ...] = (S3Tokenizer(), Tiktoken())
 
 def parse_consumer(raw: object, index: int) -> Consumer:
     """Validate one ``[[consumer]]`` table and return it. Raises ManifestError naming the consumer."""
-    if not isinstance(raw, dict):
-        raise ManifestError(f"consumer #{index + 1}: expected a table, got {type(raw).__name__}")
+    raw = expect_table(raw, f"consumer #{index + 1}")
     name = raw.get("name")
     where = f"consumer {name!r}" if isinstance(name, str) and name else f"consumer #{index + 1}"
-    unknown = sorted(set(raw) - _CONSUMER_KEYS)
-    if unknown:
-        raise ManifestError(
-            f"{where}: unknown key(s) {', '.join(unknown)}; "
-            f"allowed keys are {', '.join(sorted(_CONSUMER_KEYS))}"
-        )
+    refuse_unknown_keys(raw, _CONSUMER_KEYS, where)
     if not isinstance(name, str) or not _NAME.match(name) or name == SERVE_NAME:
         raise ManifestError(
             f"{where}: name {name!r} must be a string of letters, digits, '.', '_' or '-'; "

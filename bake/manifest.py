@@ -16,6 +16,7 @@ from bake import consumers
 from bake.errors import ManifestError
 from bake.hashes import SHA256_HEX
 from bake.hub import schema as hub_schema
+from bake.tables import expect_table, refuse_unknown_keys
 from bake.text import escape, has_control
 
 DEFAULT_MANIFEST = "docker/assets.toml"
@@ -213,16 +214,10 @@ def parse_asset(
     The owning consumer in ``table`` (if any) checks its naming rule. Raises
     ManifestError naming the asset and the broken rule.
     """
-    if not isinstance(raw, dict):
-        raise ManifestError(f"asset #{index + 1}: expected a table, got {type(raw).__name__}")
+    raw = expect_table(raw, f"asset #{index + 1}")
     name = raw.get("name")
     where = f"asset {name!r}" if isinstance(name, str) and name else f"asset #{index + 1}"
-    unknown = sorted(set(raw) - _ALLOWED_KEYS)
-    if unknown:
-        raise ManifestError(
-            f"{where}: unknown key(s) {', '.join(unknown)}; allowed keys are "
-            f"{', '.join(sorted(_ALLOWED_KEYS))}"
-        )
+    refuse_unknown_keys(raw, _ALLOWED_KEYS, where)
     missing = [k for k in _REQUIRED_KEYS if k not in raw]
     if missing:
         raise ManifestError(f"{where}: missing required key(s) {', '.join(missing)}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from bake.errors import ManifestError
+from bake.tables import expect_table, refuse_unknown_keys
 
 PREFIX = "hub"
 KINDS = ("model", "dataset")
@@ -153,11 +154,7 @@ def _parse_file(raw: object, where: str) -> HubFile:
         raise ManifestError(f"{where}: each files entry must be a table {{path = …, …}}, got {raw!r}")
     path = check_relpath(raw.get("path"), where, "file path")
     here = f"{where} file {path!r}"
-    unknown = sorted(set(raw) - _FILE_KEYS)
-    if unknown:
-        raise ManifestError(
-            f"{here}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_FILE_KEYS))}"
-        )
+    refuse_unknown_keys(raw, _FILE_KEYS, here)
     size, sha, blob, lfs = raw.get("size"), raw.get("sha256"), raw.get("blob"), raw.get("lfs", False)
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
         raise ManifestError(f"{here}: size must be a non-negative integer, got {size!r}")
@@ -197,14 +194,9 @@ def _parse_head(raw: dict, where: str) -> tuple[str, str, str, str | None, str]:
 
 def parse_entry(raw: object, index: int) -> HubEntry:
     """Validate one ``[[hub]]`` table and return it. Raises ManifestError naming the repository."""
-    if not isinstance(raw, dict):
-        raise ManifestError(f"hub #{index + 1}: expected a table written [[hub]], got {type(raw).__name__}")
+    raw = expect_table(raw, f"hub #{index + 1} (written [[hub]])")
     where = _where(raw, index)
-    unknown = sorted(set(raw) - _ENTRY_KEYS)
-    if unknown:
-        raise ManifestError(
-            f"{where}: unknown key(s) {', '.join(unknown)}; allowed keys are {', '.join(sorted(_ENTRY_KEYS))}"
-        )
+    refuse_unknown_keys(raw, _ENTRY_KEYS, where)
     repo, kind, commit, ref, downloader = _parse_head(raw, where)
     raw_files = raw.get("files")
     if not isinstance(raw_files, list) or not raw_files:
