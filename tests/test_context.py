@@ -12,15 +12,11 @@ import pytest
 
 from bake.context import check_context, export_context
 from bake.errors import ContextDirty, GitError, UsageError
+from tests.gitrepo import commit_all, committed_repo, exported_files, head_files
 from tests.isolation import isolate_git
 from tests.runners import bake, git, sh
 
 REAL_GIT = shutil.which("git")
-
-
-def commit_all(cwd: Path, message: str = "c") -> None:
-    git(cwd, "add", "-A")
-    git(cwd, "commit", "-q", "-m", message)
 
 
 @pytest.fixture(autouse=True)
@@ -30,17 +26,7 @@ def isolated_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A committed repository: a script (0755), a text file, a nested file and a symlink."""
-    root = tmp_path / "repo"
-    (root / "src").mkdir(parents=True)
-    git(root, "init", "-q", "-b", "main")
-    (root / "README.md").write_text("readme\n")
-    (root / "run.sh").write_text("#!/bin/sh\necho run\n")
-    (root / "run.sh").chmod(0o755)
-    (root / "src" / "app.py").write_text("print('app')\n")
-    (root / "link").symlink_to("README.md")
-    commit_all(root, "initial")
-    return root
+    return committed_repo(tmp_path / "repo")
 
 
 @pytest.fixture
@@ -389,23 +375,6 @@ def test_strict_passes_when_untracked_files_are_ignored(repo: Path) -> None:
 # ---- --export -----------------------------------------------------------------------------------
 
 
-def head_files(repo: Path) -> dict[str, bytes]:
-    listing = git(repo, "ls-tree", "-r", "-z", "HEAD").split(b"\0")
-    files = {}
-    for entry in filter(None, listing):
-        meta, name = entry.split(b"\t", 1)
-        files[os.fsdecode(name)] = git(repo, "cat-file", "blob", meta.split()[2].decode())
-    return files
-
-
-def exported_files(out: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(out)): (bytes(p.readlink()) if p.is_symlink() else p.read_bytes())
-        for p in out.rglob("*")
-        if p.is_symlink() or p.is_file()
-    }
-
-
 def test_export_holds_heads_content_not_the_worktrees(repo: Path, tmp_path: Path) -> None:
     (repo / "README.md").write_text("unstaged edit\n")
     (repo / "src" / "app.py").write_text("staged edit\n")
@@ -486,75 +455,3 @@ def test_cli_export(repo: Path, tmp_path: Path) -> None:
     result = bake("check-context", "--export", str(tmp_path / "ctx"), cwd=repo)
     assert result.returncode == 0, result.stderr
     assert exported_files(tmp_path / "ctx") == head_files(repo)
-
-
-# ---- entries git's own diff does not read: flags and clean filters ---------------------------
-
-HIDDEN_EDITS = {
-    "skip-worktree edit": (
-        "git update-index --skip-worktree README.md && echo edited >> README.md",
-        "README.md",
-        "skip-worktree",
-    ),
-    "skip-worktree delete": (
-        "git update-index --skip-worktree README.md && rm README.md",
-        "README.md",
-        "skip-worktree",
-    ),
-    "assume-unchanged edit": (
-        "git update-index --assume-unchanged src/app.py && echo 'evil()' >> src/app.py",
-        "src/app.py",
-        "assume-unchanged",
-    ),
-    "skip-worktree link retarget": (
-        "git update-index --skip-worktree link && ln -sfn run.sh link",
-        "link",
-        "skip-worktree",
-    ),
-    "clean filter hides an edit": (
-        # The clean command answers HEAD's bytes whatever the file holds, so `git diff` sees nothing.
-        "printf 'README.md filter=hide\\n' > .git/info/attributes"
-        " && git config filter.hide.clean 'echo readme' && echo edited > README.md",
-        "README.md",
-        "clean filter",
-    ),
-}
-
-
-@pytest.mark.parametrize(("script", "path", "why"), HIDDEN_EDITS.values(), ids=HIDDEN_EDITS.keys())
-def test_edits_hidden_from_git_status_fail_the_check(repo: Path, script: str, path: str, why: str) -> None:
-    sh(repo, script)
-    assert git(repo, "diff", "--quiet") == b"", "the edit must be invisible to git's own diff"
-    result = bake("check-context", str(repo), cwd=repo.parent)
-    assert result.returncode == 1, result.stderr
-    assert f"({why}" in result.stderr and f"\t{path}" in result.stderr
-
-
-@pytest.mark.parametrize(("script", "path", "why"), HIDDEN_EDITS.values(), ids=HIDDEN_EDITS.keys())
-def test_export_warns_about_hidden_edits_and_takes_head(
-    repo: Path, tmp_path: Path, script: str, path: str, why: str
-) -> None:
-    sh(repo, script)
-    result = bake("check-context", str(repo), "--export", str(tmp_path / "ctx"), cwd=repo.parent)
-    assert result.returncode == 0, result.stderr
-    assert "warning" in result.stderr.lower() and path in result.stderr
-    assert exported_files(tmp_path / "ctx") == head_files(repo)
-
-
-UNCHANGED_HIDDEN = {
-    "skip-worktree, untouched": "git update-index --skip-worktree README.md",
-    "assume-unchanged, untouched": "git update-index --assume-unchanged README.md",
-    # Checkout writes smudge(blob); a working tree holding exactly that is clean.
-    "smudge and clean filters": (
-        "printf '*.md filter=upper\\n' > .gitattributes && git config filter.upper.clean 'tr A-Z a-z'"
-        " && git config filter.upper.smudge 'tr a-z A-Z' && git add .gitattributes && git commit -qm attrs"
-        " && rm README.md && git checkout -- README.md && grep -q README README.md"
-    ),
-}
-
-
-@pytest.mark.parametrize("script", UNCHANGED_HIDDEN.values(), ids=UNCHANGED_HIDDEN.keys())
-def test_hidden_entries_that_match_checkout_pass(repo: Path, script: str) -> None:
-    sh(repo, script)
-    result = bake("check-context", str(repo), cwd=repo.parent)
-    assert result.returncode == 0, result.stderr
