@@ -1,13 +1,16 @@
-"""Shared fixtures: loopback mirrors and a clean network environment for fetch tests."""
+"""Shared fixtures: loopback mirrors, a clean network environment, and the engine and registries."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.image import fail_or_skip
 from tests.isolation import NETWORK_ENV
 from tests.mirror import Mirror
+from tests.registries import AuthRegistry
 
 
 @pytest.fixture
@@ -29,3 +32,36 @@ def mirror2(clean_net_env: None) -> Iterator[Mirror]:
     """A second loopback mirror (another origin), for fallbacks, redirects and CDNs."""
     with Mirror() as m:
         yield m
+
+
+@pytest.fixture(scope="module")
+def engine() -> None:
+    """The Docker engine the registry questions go through (DOCKER_HOST from scripts/toolchain.sh env)."""
+    import docker
+
+    try:
+        docker.from_env().ping()
+    except Exception as exc:  # any reason the engine cannot answer
+        fail_or_skip(f"no Docker engine answers ({exc}); run `scripts/toolchain.sh up` and eval its env")
+
+
+@pytest.fixture
+def docker_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty DOCKER_CONFIG: no `docker login` of the machine leaks in."""
+    config = tmp_path / "docker-config"
+    config.mkdir()
+    monkeypatch.setenv("DOCKER_CONFIG", str(config))
+    return config
+
+
+@pytest.fixture
+def auth_registry(engine: None, tmp_path: Path) -> Iterator[AuthRegistry]:
+    """A second registry, with htpasswd auth, that answers 401 to anyone not logged in (as Docker Hub)."""
+    root = tmp_path / "auth-registry"
+    root.mkdir()
+    try:
+        registry = AuthRegistry(root).__enter__()
+    except FileNotFoundError as exc:
+        fail_or_skip(str(exc))
+    yield registry
+    registry.__exit__()

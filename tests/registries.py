@@ -196,3 +196,11 @@ class AnsweringRegistry:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def docker_login(host: str, password: str = PASSWORD) -> subprocess.CompletedProcess[str]:
+    """`docker login HOST` as USER, the password on stdin."""
+    return subprocess.run(
+        ["docker", "login", "--username", USER, "--password-stdin", host],
+        input=password, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip

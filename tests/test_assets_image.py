@@ -6,13 +6,10 @@ The real thing (a registry, a wiped builder, a second bake file) runs in scripts
 
 from __future__ import annotations
 
-import base64
 import json
-import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,15 +19,13 @@ from bake.assets_image import AssetsImage, check_repo, exists, resolve
 from bake.build import run_build
 from bake.errors import BuildError, UsageError
 from bake.manifest import load_manifest, manifest_digest, select
-from tests.image import fail_or_skip
 from tests.isolation import isolate_git
 from tests.registries import (
     PASSWORD,
     REGISTRY,
     USER,
-    AnsweringRegistry,
     AuthRegistry,
-    free_port,
+    docker_login,
     has_manifest,
     push_manifest,
 )
@@ -229,30 +224,10 @@ def test_a_definition_bake_cannot_print_is_a_build_error(project: Path, docker: 
 # ---- the registry --------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def engine() -> None:
-    """The Docker engine the registry questions go through (DOCKER_HOST from scripts/toolchain.sh env)."""
-    import docker
-
-    try:
-        docker.from_env().ping()
-    except Exception as exc:  # any reason the engine cannot answer
-        fail_or_skip(f"no Docker engine answers ({exc}); run `scripts/toolchain.sh up` and eval its env")
-
-
 @pytest.fixture
 def registry_repo(engine: None) -> str:
     """A repository of its own on the toolchain's registry, empty at first."""
     return f"{REGISTRY}/bake-test/assets-image-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def docker_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty DOCKER_CONFIG: no `docker login` of the machine leaks in."""
-    config = tmp_path / "docker-config"
-    config.mkdir()
-    monkeypatch.setenv("DOCKER_CONFIG", str(config))
-    return config
 
 
 def test_the_registry_answer_decides(registry_repo: str) -> None:
@@ -261,83 +236,6 @@ def test_the_registry_answer_decides(registry_repo: str) -> None:
     push_manifest(ref)
     assert exists(ref) is True
     assert exists(f"{registry_repo}:{SHA_B}") is False, "another tag of a known repository is missing too"
-
-
-def test_a_registry_that_cannot_answer_is_a_build_error_not_a_missing_image(engine: None) -> None:
-    ref = f"127.0.0.1:{free_port()}/bake-assets:{SHA_A}"
-    with pytest.raises(BuildError, match="connection refused") as caught:
-        exists(ref)
-    assert ref in str(caught.value) and "reachable" in str(caught.value)
-
-
-def _errors(code: str, message: str) -> dict:
-    return {"errors": [{"code": code, "message": message}]}
-
-
-# id -> (what the registry answers, what the message must say)
-ODD_ANSWERS = {
-    "rate limit": (dict(status=429, body=_errors("TOOMANYREQUESTS", "slow down")), "rate-limiting"),
-    "denied": (
-        dict(status=403, body=_errors("DENIED", "requested access to the resource is denied")),
-        "denies",
-    ),
-    "token endpoint answers 404": (dict(status=200, bearer=True, token_status=404), "no definite answer"),
-    "token endpoint answers 500": (dict(status=200, bearer=True, token_status=500), "no definite answer"),
-    "not a registry: 404 everywhere": (dict(status=404), "no definite answer"),
-    "server error": (dict(status=503), "no definite answer"),
-}
-
-
-@pytest.mark.parametrize(("answer", "says"), ODD_ANSWERS.values(), ids=ODD_ANSWERS.keys())
-def test_only_a_definite_answer_means_missing(
-    engine: None, docker_config: Path, answer: dict, says: str
-) -> None:
-    with AnsweringRegistry(**answer) as registry:
-        ref = f"{registry.host}/bake-assets:{SHA_A}"
-        with pytest.raises(BuildError) as caught:
-            exists(ref)
-    assert says in str(caught.value) and ref in str(caught.value)
-
-
-@pytest.fixture
-def auth_registry(engine: None, tmp_path: Path) -> Iterator[AuthRegistry]:
-    """A second registry, with htpasswd auth, that answers 401 to anyone not logged in (as Docker Hub)."""
-    root = tmp_path / "auth-registry"
-    root.mkdir()
-    try:
-        registry = AuthRegistry(root).__enter__()
-    except FileNotFoundError as exc:
-        fail_or_skip(str(exc))
-    yield registry
-    registry.__exit__()
-
-
-def docker_login(host: str, password: str = PASSWORD) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["docker", "login", "--username", USER, "--password-stdin", host],
-        input=password, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-
-
-def test_a_registry_that_wants_a_login_says_so(auth_registry: AuthRegistry, docker_config: Path) -> None:
-    ref = f"{auth_registry.host}/bake-assets:{SHA_A}"
-    with pytest.raises(BuildError) as caught:
-        exists(ref)
-    assert f"docker login {auth_registry.host}" in str(caught.value)
-    assert docker_login(auth_registry.host, "wrong").returncode != 0
-    assert docker_login(auth_registry.host).returncode == 0
-    assert exists(ref) is False
-    push_manifest(ref, (USER, PASSWORD))
-    assert exists(ref) is True
-
-
-def test_refused_credentials_are_an_auth_failure(auth_registry: AuthRegistry, docker_config: Path) -> None:
-    # What `docker login` stored no longer works (a rotated password): the engine answers 401.
-    auth = base64.b64encode(f"{USER}:rotated".encode()).decode()
-    (docker_config / "config.json").write_text(json.dumps({"auths": {auth_registry.host: {"auth": auth}}}))
-    with pytest.raises(BuildError, match="refused the credentials") as caught:
-        exists(f"{auth_registry.host}/bake-assets:{SHA_A}")
-    assert f"docker login {auth_registry.host}" in str(caught.value)
 
 
 # ---- the overrides -------------------------------------------------------------------------------
