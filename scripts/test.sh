@@ -19,8 +19,8 @@ ruff check .
 ruff format --check .
 # Ubuntu 22.04 ROCm images run bake verify/doctor on Python 3.10.
 vermin --no-tips --violations --eval-annotations -t=3.10- --exclude-regex '^bake/_vendor/' bake scripts tests
-shellcheck scripts/*.sh docker/*.sh .ci/run
-hadolint docker/Dockerfile tests/image/*.Dockerfile
+shellcheck scripts/*.sh docker/*.sh docker/examples/vllm/tools/*.sh tests/pod/*.sh .ci/run
+hadolint docker/Dockerfile docker/examples/vllm/docker/Dockerfile.rocm tests/image/*.Dockerfile
 
 echo "== docker toolchain"
 toolchain_was_up=0
