@@ -34,10 +34,7 @@ _SHA256_KEY = re.compile(r"""^(\s*)(?:sha256|"sha256"|'sha256')\s*=""")
 
 
 def _read(path: Path, allow_http: bool) -> tuple[str, Assets]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ManifestError(f"manifest {str(path)!r}: cannot read it: {exc.strerror or exc}") from None
+    text = manifest.read_manifest_text(path)
     return text, manifest.parse_manifest(text, source=str(path), allow_http=allow_http)
 
 

@@ -357,8 +357,8 @@ def _check_path_prefixes(assets: list[Asset]) -> None:
                 )
 
 
-def load_manifest(path: str | Path, *, allow_http: bool = False) -> Assets:
-    """Read and validate a manifest file. Raises ManifestError."""
+def read_manifest_text(path: str | Path) -> str:
+    """Return a manifest file's text, read no further than the size bound. Raises ManifestError."""
     try:
         with open(path, "rb") as f:
             # One byte past the bound shows an oversized file without reading all of it.
@@ -374,7 +374,12 @@ def load_manifest(path: str | Path, *, allow_http: bool = False) -> Assets:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ManifestError(f"manifest {str(path)!r}: not UTF-8 text") from None
-    return parse_manifest(text, source=str(path), allow_http=allow_http)
+    return text
+
+
+def load_manifest(path: str | Path, *, allow_http: bool = False) -> Assets:
+    """Read and validate a manifest file. Raises ManifestError."""
+    return parse_manifest(read_manifest_text(path), source=str(path), allow_http=allow_http)
 
 
 def select(assets: Sequence[Asset], groups: Sequence[str] = ()) -> Assets:

@@ -182,9 +182,9 @@ def append_entry(manifest_path: Path, entry: dict) -> None:
     """
     import tomlkit
 
-    from bake.manifest import parse_manifest
+    from bake.manifest import parse_manifest, read_manifest_text
 
-    text = manifest_path.read_text(encoding="utf-8") if manifest_path.exists() else ""
+    text = read_manifest_text(manifest_path) if manifest_path.exists() else ""
     doc = tomlkit.parse(text)
     if "hub" not in doc:
         doc.append("hub", tomlkit.aot())
