@@ -128,7 +128,8 @@ def exists(ref: str) -> bool:
         import docker
     except ImportError:
         raise BuildError(
-            f"cannot ask the registry for {ref}: --assets-image needs the docker SDK; pip install 'bake-assets[registry]'"
+            f"cannot ask the registry for {ref}: --assets-image needs the docker SDK; "
+            "pip install 'bake-assets[registry]'"
         ) from None
     registry = docker.auth.resolve_repository_name(ref)[0]
     client = None
