@@ -76,7 +76,33 @@ class AttemptHooks:
     changed: Callable[[str], None]  # the file was replaced mid-download: how it showed
 
 
-class HttpAttempt:
+class Attempt:
+    """What one try at a source works with, and what it learnt about the body it got."""
+
+    def __init__(
+        self,
+        source: Source,
+        asset: Asset,
+        partial: PartialFile,
+        clock: Clock,
+        session: Session,
+        hooks: AttemptHooks,
+    ) -> None:
+        self.source = source
+        self.asset = asset
+        self.partial = partial
+        self.clock = clock
+        self.session = session
+        self.hooks = hooks
+        self.unsized = False  # the body had no length to check, so an early close looked like its end
+        self.encoding: str | None = None  # a Content-Encoding the server applied although asked not to
+        self.unvouched = False  # the length came from one Content-Length alone, which nothing confirmed
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+
+class HttpAttempt(Attempt):
     """One GET series against one source, over up to ``connections`` connections."""
 
     def __init__(
@@ -91,18 +117,10 @@ class HttpAttempt:
         *,
         unranged: bool = False,
     ) -> None:
+        super().__init__(source, asset, partial, clock, session, hooks)
         self.unranged = unranged  # ask for the whole file, no Range: the source answers ranges wrongly
-        self.source = source
         self.shown = redact_url(source.url)  # for messages and the progress record: no password
-        self.asset = asset
-        self.partial = partial
-        self.clock = clock
-        self.session = session
-        self.hooks = hooks
         self.connections = connections
-        self.unsized = False  # the body had no length to check, so an early close looked like its end
-        self.encoding: str | None = None  # a Content-Encoding the server applied although asked not to
-        self.unvouched = False  # the length came from one Content-Length alone, which nothing confirmed
 
     def client(self, transfer: Transfer) -> HttpClient:
         return HttpClient(

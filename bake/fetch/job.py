@@ -16,7 +16,7 @@ from bake import atomic
 from bake.cache import Cache
 from bake.errors import ChecksumMismatch, DownloadError, FetchError
 from bake.fetch import install
-from bake.fetch.attempt import AttemptHooks, HttpAttempt, encoding_note
+from bake.fetch.attempt import Attempt, AttemptHooks, HttpAttempt, encoding_note
 from bake.fetch.clock import Clock
 from bake.fetch.failures import NO_SPACE_ADVICE, BadRange, Changed, DeadlineExceeded
 from bake.fetch.local import FileAttempt
@@ -181,7 +181,7 @@ class AssetJob:
                 log.warning("%s: %s: %s; retrying in %.1f s", self.asset.name, run.shown, exc, delay)
                 self.clock.sleep(delay, f"waiting to retry {run.shown}")
 
-    def _attempt(self, run: SourceRun) -> HttpAttempt | FileAttempt:
+    def _attempt(self, run: SourceRun) -> Attempt:
         """One try at ``run``'s source; returns the attempt, which tells how the body came."""
         hooks = AttemptHooks(
             self._count_attempt, self._begin, self._advance, self._count_request, run.etag_split, run.changed
@@ -277,7 +277,7 @@ class SourceRun:
             )
             self.connections = 1
 
-    def mismatched(self, exc: ChecksumMismatch, attempt: HttpAttempt | FileAttempt) -> None:
+    def mismatched(self, exc: ChecksumMismatch, attempt: Attempt) -> None:
         """After a sha256 mismatch: return when one clean try from zero is due; else raise, saying why."""
         resumed = not self.partial.from_zero
         self.partial.discard()

@@ -19,15 +19,12 @@ from typing import TypeVar
 
 from bake.cache import PartialState
 from bake.errors import DownloadError
-from bake.fetch.attempt import AttemptHooks, check_size
+from bake.fetch.attempt import Attempt, check_size
 from bake.fetch.clock import Clock
 from bake.fetch.failures import Aborted
-from bake.fetch.partial import PartialFile
 from bake.fetch.segments import Claim
-from bake.fetch.session import Session
-from bake.fetch.sources import Source
 from bake.fetch.transfer import Transfer
-from bake.manifest import Asset, redact_url
+from bake.manifest import redact_url
 
 _T = TypeVar("_T")
 _POLL = 0.1  # seconds between looks at the transfer's abort switch while a call is out
@@ -98,27 +95,11 @@ class LocalReader:
         return value
 
 
-class FileAttempt:
-    """One read of a file:// source into the partial, from zero: a local copy is cheap."""
+class FileAttempt(Attempt):
+    """One read of a file:// source into the partial, from zero: a local copy is cheap.
 
-    def __init__(
-        self,
-        source: Source,
-        asset: Asset,
-        partial: PartialFile,
-        clock: Clock,
-        session: Session,
-        hooks: AttemptHooks,
-    ) -> None:
-        self.source = source
-        self.asset = asset
-        self.partial = partial
-        self.clock = clock
-        self.session = session
-        self.hooks = hooks
-        self.unsized = False  # a file's end is its end
-        self.unvouched = False
-        self.encoding: str | None = None  # files have no Content-Encoding
+    A file's end is its end and it has no Content-Encoding, so the flags keep their defaults.
+    """
 
     def run(self) -> None:
         self.hooks.count_attempt()
