@@ -21,7 +21,7 @@ import stat
 import subprocess
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -124,6 +124,12 @@ def require(program: str) -> str:
     if found is None:
         pytest.fail(f"{program} is not installed; the entrypoint tests need it: apt-get install {program}")
     return found
+
+
+def resolved(shell: Shell) -> Shell:
+    """``shell`` with its program as an absolute path, since runs get a PATH of their own."""
+    program, *rest = shell.argv
+    return replace(shell, argv=(require(program), *rest))
 
 
 def tool_dir(bin_dir: Path, shell: Shell, tools: tuple[str, ...] = TOOLS) -> None:

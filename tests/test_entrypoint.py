@@ -18,7 +18,7 @@ import statistics
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -36,6 +36,7 @@ from tests.serve import (
     new_box,
     ready_lines,
     require,
+    resolved,
     sealed,
     snapshot,
 )
@@ -69,9 +70,7 @@ DECLARED = {"whisper": "${XDG_CACHE_HOME:-$HOME/.cache}/whisper", "nltk": "$NLTK
 
 @pytest.fixture(params=SHELLS, ids=lambda s: s.name)
 def shell(request: pytest.FixtureRequest) -> Shell:
-    # Absolute, since the runs get a PATH of their own.
-    program, *rest = request.param.argv
-    return replace(request.param, argv=(require(program), *rest))
+    return resolved(request.param)
 
 
 @pytest.fixture

@@ -21,15 +21,13 @@ from tests.pod import (
     REPO,
     RUNNER,
     RUNNER_TOO_EARLY,
-    SHELLS,
     SNIPPET,
-    Shell,
     expectations,
     install_entrypoint,
-    resolve,
     run_pod,
 )
 from tests.runners import bake
+from tests.serve import SHELLS, Shell, resolved
 
 EXPECTED = expectations({rel: sha256(data) for rel, data in FILES.items()}, DECLARED)
 
@@ -57,7 +55,7 @@ def assets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(params=SHELLS, ids=lambda s: s.name)
 def shell(request: pytest.FixtureRequest) -> Shell:
-    return resolve(request.param)
+    return resolved(request.param)
 
 
 def _pod(shell: Shell, assets: Path, tmp_path: Path, job: str, **kwargs) -> object:

@@ -24,7 +24,8 @@ from bake.manifest import load_manifest
 from tests.baked import DECLARED, FILES, serve, sha256, write_manifest
 from tests.image import fail_or_skip
 from tests.mirror import Mirror
-from tests.pod import SHELLS, expectations, resolve, run_pod
+from tests.pod import expectations, run_pod
+from tests.serve import SHELLS, resolved
 
 REPO = Path(__file__).resolve().parents[1]
 PY310 = "3.10.13"
@@ -174,7 +175,7 @@ def test_loopback_fetch_verify_seal_and_serve(installed: Install, mirror: Mirror
     assert seal.returncode == 0, seal.stderr
     expected = expectations({rel: sha256(data) for rel, data in FILES.items()}, DECLARED)
     pod = run_pod(
-        resolve(SHELLS[0]),
+        resolved(SHELLS[0]),
         bin_dir=installed.bin,
         assets=dest,
         job_dir=tmp_path / "job",

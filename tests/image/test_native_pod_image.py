@@ -19,7 +19,8 @@ import pytest
 import bake
 from bake.manifest import declared_consumers
 from tests.pod import HERE as POD_DIR
-from tests.pod import SHELLS, Shell, expectations, install_entrypoint, resolve, run_pod
+from tests.pod import expectations, install_entrypoint, run_pod
+from tests.serve import SHELLS, Shell, resolved
 
 from . import ASSET_ROOT, MANIFEST, S3_ASSET, Run, buildx_bake, engine
 
@@ -48,7 +49,7 @@ def tool_image(image: str) -> Iterator[str]:
 
 @pytest.fixture(params=SHELLS, ids=lambda s: s.name)
 def shell(request: pytest.FixtureRequest) -> Shell:
-    return resolve(request.param)
+    return resolved(request.param)
 
 
 def test_container_started_with_entrypoint_serves_the_job(run: Run) -> None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+from tests.serve import Shell
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -23,28 +22,6 @@ JOB = HERE / "job.py"
 SNIPPET = 'eval "$(bake-entrypoint --print-env)"'
 # Where each consumer kind's files are served: asset prefix -> the job's location names.
 SERVED_AT = {"s3tokenizer": ("s3tokenizer",), "tiktoken": ("tiktoken-rs", "tiktoken")}
-
-
-@dataclass(frozen=True)
-class Shell:
-    """A POSIX shell that runs both the runner and bake-entrypoint."""
-
-    name: str
-    argv: tuple[str, ...]
-
-
-SHELLS = [Shell("dash", ("dash",)), Shell("busybox", ("busybox", "sh"))]
-
-
-def resolve(shell: Shell) -> Shell:
-    """Return ``shell`` with an absolute program, failing the test when it is not installed."""
-    program, *rest = shell.argv
-    found = shutil.which(program)
-    if found is None:
-        pytest.fail(
-            f"{program} is not installed; native pods must work under it: apt-get install -y busybox dash"
-        )
-    return Shell(shell.name, (found, *rest))
 
 
 def expectations(

@@ -18,14 +18,24 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.serve import SHELLS, AssetMaker, Box, Shell, content, job_env, new_box, require, sealed, snapshot
+from tests.serve import (
+    SHELLS,
+    AssetMaker,
+    Box,
+    Shell,
+    content,
+    job_env,
+    new_box,
+    resolved,
+    sealed,
+    snapshot,
+)
 
 VOCAB = "tiktoken/fb374d419588a4632f3f557e76b4b70aebbca790"
 FILES = {
@@ -54,8 +64,7 @@ def baked(files: dict[str, bytes]) -> AssetMaker:
 
 @pytest.fixture(params=SHELLS, ids=lambda s: s.name)
 def shell(request: pytest.FixtureRequest) -> Shell:
-    program, *rest = request.param.argv
-    return replace(request.param, argv=(require(program), *rest))
+    return resolved(request.param)
 
 
 @pytest.fixture
