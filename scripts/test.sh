@@ -53,8 +53,11 @@ ASSET_DIGEST=$(python -m bake manifest digest --manifest tests/image/assets.toml
 # A dummy token, passed the way a real Hub token is; tests prove it never reaches a layer.
 BAKE_TEST_HF_TOKEN="hf_bake_test_$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 export ASSET_MIRRORS ASSET_DIGEST BAKE_TEST_HF_TOKEN
+# IMAGE_TAG (default local) lets two checkouts on one engine test their own images.
+: "${IMAGE_TAG:=local}"
+export IMAGE_TAG
 docker buildx bake -f docker-bake.hcl -f docker/bake-test.hcl --allow=network.host image
-export BAKE_TEST_IMAGE=bake/rocm-test:local
+export BAKE_TEST_IMAGE="bake/rocm-test:$IMAGE_TAG"
 
 echo "== pytest"
 python -m pytest "$@"   # no arguments: every test under tests/ (pyproject testpaths)
