@@ -46,7 +46,7 @@ class AssetLike(Protocol):
 
 
 class BakedFile(Protocol):
-    """What the table needs of a baked file (``bake.lockfile.LockedFile``)."""
+    """What the table needs of a baked file (``bake.index.LockedFile``)."""
 
     path: str
     size: int | None

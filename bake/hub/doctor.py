@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bake.hashes import sha256_file
-from bake.hub.schema import PREFIX
+from bake.hubtable import PREFIX
 
 CONSUMER = "huggingface_hub"
 

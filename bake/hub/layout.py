@@ -16,7 +16,7 @@ import os
 from pathlib import Path, PurePosixPath
 
 from bake.errors import UsageError
-from bake.hub.schema import PREFIX, HubEntry, blob_path, selected_entries
+from bake.hubtable import PREFIX, HubEntry, blob_path, selected_entries
 
 TREE_FORMAT_VERSION = 1  # huggingface_hub._tree_cache.TREE_CACHE_FORMAT_VERSION
 
