@@ -32,7 +32,6 @@ def add_command(manifest_path: Path, cache: Path, url: str, path: str) -> list[s
     )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 #4: two concurrent adds lose an entry")
 @pytest.mark.parametrize("round_", range(3))
 def test_two_adds_at_once_keep_both_entries(served: Mirror, tmp_path: Path, round_: int) -> None:
     target = tmp_path / "assets.toml"
@@ -57,7 +56,6 @@ def test_two_adds_at_once_keep_both_entries(served: Mirror, tmp_path: Path, roun
     }
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 #5: bake add writes URL credentials into the manifest")
 def test_add_writes_no_credentials_and_says_where_they_belong(tmp_path: Path, clean_net_env: None) -> None:
     with Mirror({"/a.bin": DATA["a"]}, basic_auth=("builder", "s3cret-Pa55")) as locked:
         url = locked.url("/a.bin").replace("http://", "http://builder:s3cret-Pa55@")
@@ -72,7 +70,6 @@ def test_add_writes_no_credentials_and_says_where_they_belong(tmp_path: Path, cl
     assert "--mirror" in proc.stderr and "bake_mirrors" in proc.stderr, proc.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 #6: bake add pins the gzip-encoded bytes")
 def test_add_refuses_a_content_encoding_and_pins_nothing(served: Mirror, tmp_path: Path) -> None:
     served.script("/a.bin", gzip_body())
     target = tmp_path / "assets.toml"
@@ -86,7 +83,6 @@ def test_add_refuses_a_content_encoding_and_pins_nothing(served: Mirror, tmp_pat
     assert target.read_text() == before
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 #8: bake add --manifest LINK replaces the link")
 @pytest.mark.parametrize("how", ["add", "size-only"])
 def test_add_through_a_symlinked_manifest_edits_its_target(served: Mirror, tmp_path: Path, how: str) -> None:
     real = tmp_path / "real" / "assets.toml"

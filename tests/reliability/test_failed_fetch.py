@@ -21,7 +21,6 @@ def tree(root: Path) -> list[str] | None:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else None
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 #9: a failed fetch leaves empty directories in --dest")
 @pytest.mark.parametrize("dest_exists", [True, False], ids=["dest-exists", "no-dest-yet"])
 def test_a_failed_fetch_leaves_dest_as_it_was(tmp_path: Path, clean_net_env: None, dest_exists: bool) -> None:
     dest = tmp_path / "dest"

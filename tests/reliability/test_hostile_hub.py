@@ -90,7 +90,6 @@ ADD_CASES = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 #2: bake add hf:// acts on Hub answers it never checked")
 @pytest.mark.parametrize("case", list(ADD_CASES))
 def test_add_refuses_a_hostile_answer_before_writing_or_downloading(
     hub: LoopbackHub, env: dict, tmp_path: Path, request: pytest.FixtureRequest, case: str
@@ -131,7 +130,6 @@ def fetch(manifest: Path, tmp_path: Path, env: dict, *args: str) -> subprocess.C
     return bake("fetch", "--manifest", manifest, "--dest", dest, "--cache-dir", cache, *args, env=env)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 #3: the huggingface_hub downloader moves a user's file")
 def test_the_huggingface_hub_downloader_never_touches_a_file_outside(
     hub: LoopbackHub, env: dict, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -154,7 +152,6 @@ def test_the_huggingface_hub_downloader_never_touches_a_file_outside(
     assert not [p for p in made if not p.startswith(("cache/", "dest/"))], f"written outside: {made}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 #10: only the first path of a shared blob is checked")
 @pytest.mark.parametrize("downloader", ["bake", "huggingface_hub"])
 def test_every_path_of_a_shared_blob_is_checked_at_the_origin(
     hub: LoopbackHub, env: dict, tmp_path: Path, request: pytest.FixtureRequest, downloader: str
@@ -169,7 +166,6 @@ def test_every_path_of_a_shared_blob_is_checked_at_the_origin(
     assert files_under(tmp_path / "dest") == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 #10: the huggingface_hub downloader ignores --timeout")
 def test_the_huggingface_hub_downloader_keeps_the_deadline(
     hub: LoopbackHub, env: dict, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -184,7 +180,6 @@ def test_the_huggingface_hub_downloader_keeps_the_deadline(
     assert seconds < 3 + 2.0, f"took {seconds:.1f} s against a 3 s deadline and a 1 s stall timeout"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 #10: the huggingface_hub downloader ignores --mirror")
 def test_the_huggingface_hub_downloader_takes_a_mirror_first(
     hub: LoopbackHub, env: dict, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -200,7 +195,6 @@ def test_the_huggingface_hub_downloader_takes_a_mirror_first(
     assert resolves(hub, repo) == downloads, "the mirror serves every file; the Hub serves none"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 #10: huggingface_hub's staging escapes cache prune")
 def test_prune_reclaims_the_staging_of_a_killed_huggingface_hub_download(
     hub: LoopbackHub, env: dict, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -46,11 +46,10 @@ def record(request: pytest.FixtureRequest, line: str) -> None:
     request.config.stash.setdefault(SUMMARY, []).append(line)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 #1: a size-less source that never ends fills the disk")
 @pytest.mark.parametrize("kind", ["dev-zero", "endless-server"])
 @pytest.mark.parametrize(
     ("bound", "args"),
-    [("--max-size", ("--max-size", "64M")), ("--min-free", ("--min-free", "64M"))],
+    [("--max-size", ("--max-size", "64M", "--min-free", "0")), ("--min-free", ("--min-free", "64M"))],
 )
 def test_an_endless_source_stops_at_its_bound_and_leaves_nothing(
     tmpfs: Callable[..., Path],
@@ -84,7 +83,6 @@ def test_an_endless_source_stops_at_its_bound_and_leaves_nothing(
     )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 #1: bake add of a source that never ends fills the disk")
 @pytest.mark.parametrize("kind", ["dev-zero", "endless-server"])
 def test_add_of_an_endless_source_stops_at_max_size(
     tmpfs: Callable[..., Path], server: Mirror, kind: str
@@ -95,7 +93,7 @@ def test_add_of_an_endless_source_stops_at_max_size(
     manifest.write_text(text)
     proc = bake(
         "add", source_url(kind, server), "--path", "data/endless.bin", "--manifest", manifest,
-        "--cache-dir", fs / "cache", "--timeout", "5", "--max-size", "32M",
+        "--cache-dir", fs / "cache", "--timeout", "5", "--max-size", "32M", "--min-free", "0",
     )  # fmt: skip
     errors = error_text(proc.stderr)
     assert proc.returncode == 3, proc.stderr
@@ -104,7 +102,6 @@ def test_add_of_an_endless_source_stops_at_max_size(
     assert [p for p in files_under(fs / "cache") if not p.startswith("locks/")] == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 #1: a failed size-less partial with no validator is kept")
 def test_a_failed_sizeless_partial_without_a_validator_is_removed(tmp_path: Path) -> None:
     """Nothing identifies the version its bytes came from, so nothing could resume it safely."""
     with Mirror({"/plain.bin": DATA}, etag=False) as plain:
@@ -134,7 +131,6 @@ def write_partial(cache: Path, sha: str, size: int, record: dict) -> None:
     (cache / "partial" / f"{sha}.json").write_text(json.dumps(doc))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 #1: cache prune keeps a young size-less partial")
 @pytest.mark.parametrize(
     "record",
     [
