@@ -15,6 +15,7 @@ from pathlib import Path
 from bake import __version__, index, manifest, seal, verify
 from bake.errors import BakeError, FetchError, UsageError
 from bake.fetch import FetchOptions
+from bake.fetch.clock import DEADLINE_RULE
 from bake.fetch.options import shown_size
 from bake.text import escape
 
@@ -115,7 +116,7 @@ def _add_fetch_options(p: argparse.ArgumentParser) -> None:
         p,
         "--deadline",
         _positive_float,
-        "wall-clock limit per asset in seconds (default max(30 min, size / 512 KiB/s); 2 h without size)",
+        f"wall-clock limit per asset in seconds (default {DEADLINE_RULE})",
     )
     p.add_argument("--ca-bundle", help="CA bundle for https; default SSL_CERT_FILE or the system store")
     defaults = FetchOptions(cache_dir=Path())

@@ -198,6 +198,7 @@ def hostile_entry(entry: dict, hostile: dict) -> dict:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and a small body go out at once, as from a real server
     hub: Hub
     rate: float | None = None
     cdn_base = ""
@@ -344,6 +345,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         repo, commit = found
         hostile = repo["hostile"]
+        failed = self.hub.stats[f"503 {repo_id}"]
+        if failed < hostile.get("fail_first", 0):  # a Hub that is down for a moment
+            self.hub.stats[f"503 {repo_id}"] += 1
+            return self._error(503, "ServiceUnavailable", "try again")
         told = {v: k for k, v in hostile.get("paths", {}).items()}.get(path, path)
         entry = repo["commits"][commit].get(told)
         shown = str(hostile.get("commit", commit))
@@ -482,7 +487,8 @@ class LoopbackHub:
         file), ``linked_size``, ``paths`` ({real: told}), ``size``, ``blob`` and ``lfs_sha256`` (the
         listings' fields), ``extra_entries`` (raw entries added to the first page), ``listing``
         (``loop``: a next page that is the same page; ``endless``: pages without end), ``pad``
-        (bytes of whitespace after each page) and ``stall`` (seconds of silence after a file's headers).
+        (bytes of whitespace after each page), ``stall`` (seconds of silence after a file's headers)
+        and ``fail_first`` (the first N file requests answer 503).
         """
         entry = self.repos[(kind, repo)]
         entry["hostile"] = answers
@@ -515,6 +521,7 @@ class LoopbackHub:
 
     def _write_spec(self) -> None:
         spec = self.root / "hub-spec.json"
+        spec.parent.mkdir(parents=True, exist_ok=True)
         tmp = spec.with_suffix(".tmp")
         tmp.write_text(json.dumps({"version": self._version, "repos": list(self.repos.values())}))
         tmp.replace(spec)

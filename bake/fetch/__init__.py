@@ -14,8 +14,13 @@ The package reads top-down; each module imports only those below it:
 - ``clock``, ``retry``: the deadline, stall timeout and cancel; the retry policy.
 - ``sources``, ``transport``, ``session``: URLs made concrete; HTTP(S); what a run shares.
 - ``partial``, ``transfer``, ``attempt``: the cache's partial file; the segmented transfer; one HTTP try.
+- ``local``, ``hub`` (with ``hubclient``): one try at a ``file://`` source; one try through
+  huggingface_hub's downloader, for a ``[[hub]]`` entry that asks for it (loaded only then).
 - ``install``, ``progress``: staging and rename into the destination; progress sinks.
 - ``job``: one asset, orchestrating the above; this module runs the jobs of a run.
+
+A file of unknown size is bounded by ``--max-size`` and ``--min-free``; every object enters
+the cache through ``Cache.commit`` once its bytes were hashed.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import pytest
 from tests.hub_server import LoopbackHub
 from tests.isolation import NETWORK_ENV
 
-from . import MIB, bake, bake_command, cli_env, error_text, files_under
+from . import MIB, SUMMARY, bake, bake_command, cli_env, error_text, files_under
 
 CONFIG = b'{"hidden_size": 8}\n'
 WEIGHTS = hashlib.sha256(b"hostile").digest() * 2048  # 64 KiB, an LFS file
@@ -169,6 +169,7 @@ def test_every_path_of_a_shared_blob_is_checked_at_the_origin(
 def test_the_huggingface_hub_downloader_keeps_the_deadline(
     hub: LoopbackHub, env: dict, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    """A body that stalls after its headers: exit 3 at the deadline, whole process timed."""
     repo, _ = new_repo(hub, request, {"config.json": CONFIG})
     manifest = pin(hub, env, tmp_path, repo, "huggingface_hub")
     hub.hostile(repo, stall=30)
@@ -178,6 +179,9 @@ def test_the_huggingface_hub_downloader_keeps_the_deadline(
     assert proc.returncode == 3, proc.stderr
     assert "deadline" in error_text(proc.stderr) or "no data" in error_text(proc.stderr), proc.stderr
     assert seconds < 3 + 2.0, f"took {seconds:.1f} s against a 3 s deadline and a 1 s stall timeout"
+    request.config.stash.setdefault(SUMMARY, []).append(
+        f"huggingface_hub downloader, body stalled: exit 3 after {seconds:.1f} s (--deadline 3, --timeout 1)"
+    )
 
 
 def test_the_huggingface_hub_downloader_takes_a_mirror_first(
