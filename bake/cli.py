@@ -250,7 +250,10 @@ def _add_build_parser(sub: argparse._SubParsersAction) -> None:
 def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cache", help="manage the download cache")
     cache_sub = p.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
-    prune = cache_sub.add_parser("prune", help="drop stale partials and entries no manifest names")
+    prune = cache_sub.add_parser(
+        "prune",
+        help="reclaim partials no fetch holds (old, or of unknown size) and entries no manifest names",
+    )
     prune.set_defaults(run=cmd_cache)
     prune.add_argument(
         "--manifest",
@@ -264,7 +267,7 @@ def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
         type=_days,
         default=7.0,
         metavar="DAYS",
-        help="partials older than this are removed (default %(default)s)",
+        help="partials older than this are removed; those of unknown size at any age (default %(default)s)",
     )
     prune.add_argument("--cache-dir", type=Path)
 
