@@ -151,7 +151,7 @@ def test_print_resolves_as_the_readme_shows(standin: Path, vllm_env: dict[str, s
         }
         assert targets[name]["labels"]["dev.bake.assets.manifest-digest"] == digest
     assert targets["ci-base-rocm-ci"]["target"] == "ci_base"
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "vllm.md").read_text()
     assert (
         "docker buildx bake -f docker/docker-bake-rocm.hcl -f docker/ci-rocm.hcl -f bake-rocm.hcl" in readme
     )
