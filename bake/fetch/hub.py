@@ -90,6 +90,10 @@ class Guard:
         if left is not None and left <= 0:
             raise self.clock.deadline_error(f"fetching {self.file.url} through huggingface_hub")
 
+    def body_limit(self) -> int:
+        """The most any answer may send: the pinned file, or a small error page."""
+        return self.file.size + 64 * 1024
+
     # -- each request and answer ------------------------------------------------
 
     def before(self, request) -> None:

@@ -30,6 +30,8 @@ class Guard(Protocol):
 
     def advance(self, n: int) -> None: ...
 
+    def body_limit(self) -> int: ...
+
 
 class GuardedClient(httpx2.Client):
     """An httpx2 client whose every request, answer and body read passes the current guard."""
@@ -61,7 +63,7 @@ class GuardedClient(httpx2.Client):
 
 
 class GuardedStream(httpx2.SyncByteStream):
-    """A body read under the guard: the deadline and Ctrl-C between chunks, bake's errors for the network's.
+    """A body read under the guard: the deadline, Ctrl-C and a byte bound between chunks, bake's errors.
 
     huggingface_hub resumes and retries on httpx's own exceptions; bake's errors pass it by,
     so that bake's retry policy decides.
@@ -73,6 +75,7 @@ class GuardedStream(httpx2.SyncByteStream):
 
     def __iter__(self) -> Iterator[bytes]:
         chunks = iter(self.inner)
+        limit, got = self.guard.body_limit(), 0
         while True:
             self.guard.check_running()
             try:
@@ -85,6 +88,9 @@ class GuardedStream(httpx2.SyncByteStream):
                 raise DownloadError(
                     f"connection broke: {type(exc).__name__}: {exc}", retryable=True
                 ) from None
+            got += len(chunk)
+            if got > limit:  # a body without end would fill the staging directory's disk
+                raise DownloadError(f"the answer ran past {limit} bytes, more than pinned", retryable=False)
             self.guard.advance(len(chunk))
             yield chunk
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -65,8 +66,6 @@ class Listed:
 
 def endpoint() -> str:
     """HF_ENDPOINT without its trailing slash, else the Hub."""
-    import os
-
     return os.environ.get("HF_ENDPOINT", "").rstrip("/") or DEFAULT_ENDPOINT
 
 
