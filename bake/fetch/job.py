@@ -158,10 +158,14 @@ class AssetJob:
         source used and the sha256 the object was committed under.
         """
         source, sha = self._from_sources(self.urls)
-        for url, urls in self.proofs:
-            if source not in urls:
-                log.info("%s: checking that %s serves the same bytes", self.asset.name, redact_url(url))
-                self._from_sources(urls)
+        advance, self._advance = self._advance, _no_progress  # the asset is in the cache: 100% is shown
+        try:
+            for url, urls in self.proofs:
+                if source not in urls:
+                    log.info("%s: checking that %s serves the same bytes", self.asset.name, redact_url(url))
+                    self._from_sources(urls)
+        finally:
+            self._advance = advance
         return source, sha
 
     def _from_sources(self, urls: list[str]) -> tuple[str, str]:
@@ -343,6 +347,10 @@ class SourceRun:
                 retryable=True,
             ) from None
         raise exc
+
+
+def _no_progress(n: int) -> None:
+    """Bytes that prove another path of a blob already in the cache: no progress to show."""
 
 
 def wants_huggingface_hub(asset: Asset, url: str) -> bool:
