@@ -7,6 +7,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,8 @@ from pathlib import Path
 from bake import __version__, index, manifest, seal, verify
 from bake.errors import BakeError, FetchError, UsageError
 from bake.fetch import FetchOptions
-from bake.hub import add as hub_add
+from bake.fetch.clock import DEADLINE_RULE
+from bake.fetch.options import shown_size
 from bake.text import escape
 
 log = logging.getLogger("bake")
@@ -41,6 +43,21 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"expected a number of seconds above 0 and at most {_MAX_SECONDS}, got {text}"
         )
+    return value
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _bytes(text: str) -> int:
+    """A byte count: ``1048576``, ``512M``, ``16G``, ``1.5GiB`` (binary units)."""
+    match = _SIZE.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"expected a size such as 1048576, 512M or 16G, got {text!r}")
+    value = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+    if value > 2**63 - 1:
+        raise argparse.ArgumentTypeError(f"expected a size below 8 EiB, got {text}")
     return value
 
 
@@ -99,9 +116,26 @@ def _add_fetch_options(p: argparse.ArgumentParser) -> None:
         p,
         "--deadline",
         _positive_float,
-        "wall-clock limit per asset in seconds (default max(30 min, size / 512 KiB/s); 2 h without size)",
+        f"wall-clock limit per asset in seconds (default {DEADLINE_RULE})",
     )
     p.add_argument("--ca-bundle", help="CA bundle for https; default SSL_CERT_FILE or the system store")
+    defaults = FetchOptions(cache_dir=Path())
+    p.add_argument(
+        "--max-size",
+        type=_bytes,
+        default=defaults.max_size,
+        metavar="SIZE",
+        help="a file with no size in the manifest stops at SIZE (K, M, G, T suffixes; "
+        f"default {shown_size(defaults.max_size)})",
+    )
+    p.add_argument(
+        "--min-free",
+        type=_bytes,
+        default=defaults.min_free,
+        metavar="SIZE",
+        help="such a file stops before its filesystem has less than SIZE free "
+        f"(default {shown_size(defaults.min_free)})",
+    )
 
 
 def _add_fetch_parser(sub: argparse._SubParsersAction) -> None:
@@ -137,7 +171,27 @@ def _add_add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
     _add_fetch_options(add)
-    hub_add.add_arguments(add)
+    _add_hub_add_options(add)
+
+
+def _add_hub_add_options(add: argparse.ArgumentParser) -> None:
+    """The options ``bake add`` takes for a Hub repository (hf://ORG/REPO[@REV])."""
+    from bake import hubtable
+
+    add.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="P",
+        help="only files matching P (fnmatch); repeatable",
+    )
+    add.add_argument("--exclude", action="append", default=[], metavar="P", help="skip files matching P")
+    add.add_argument("--repo-type", choices=hubtable.KINDS, help="model (default) or dataset")
+    add.add_argument(
+        "--downloader",
+        choices=hubtable.DOWNLOADERS,
+        help=f"how fetch gets the bytes (default {hubtable.DEFAULT_DOWNLOADER}; recorded only if different)",
+    )
 
 
 def _add_verify_parser(sub: argparse._SubParsersAction) -> None:
@@ -196,7 +250,10 @@ def _add_build_parser(sub: argparse._SubParsersAction) -> None:
 def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cache", help="manage the download cache")
     cache_sub = p.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
-    prune = cache_sub.add_parser("prune", help="drop stale partials and entries no manifest names")
+    prune = cache_sub.add_parser(
+        "prune",
+        help="reclaim partials no fetch holds (old, or of unknown size) and entries no manifest names",
+    )
     prune.set_defaults(run=cmd_cache)
     prune.add_argument(
         "--manifest",
@@ -210,7 +267,7 @@ def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
         type=_days,
         default=7.0,
         metavar="DAYS",
-        help="partials older than this are removed (default %(default)s)",
+        help="partials older than this are removed; those of unknown size at any age (default %(default)s)",
     )
     prune.add_argument("--cache-dir", type=Path)
 
@@ -247,6 +304,8 @@ def _fetch_options(args: argparse.Namespace):
         allow_http=args.allow_http,
         ca_bundle=args.ca_bundle,
         jobs=getattr(args, "jobs", 1),
+        max_size=args.max_size,
+        min_free=args.min_free,
         started=fetch.process_started(),
     )
     # Under --no-origin, HF_ENDPOINT counts as a rewrite of the Hub's hf:// sources.
@@ -258,7 +317,6 @@ def _fetch_options(args: argparse.Namespace):
 def cmd_fetch(args: argparse.Namespace) -> int:
     from bake import fetch
     from bake.fetch import progress
-    from bake.hub import download as hub_download
 
     assets = _selected(args)
     options = _fetch_options(args)
@@ -268,7 +326,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         _check_report_path(args.json)
     sink = None if args.quiet else progress.make_progress(sys.stderr)
     try:
-        records = hub_download.fetch_assets(assets, args.dest, options, sink)  # hub: either downloader
+        records = fetch.fetch_assets(assets, args.dest, options, sink)
     except fetch.FetchFailed as exc:
         if args.json and (problem := _write_report(args.json, exc.records)):
             log.error("--json %r: %s", str(args.json), problem)
@@ -450,11 +508,16 @@ def cmd_cache(args: argparse.Namespace) -> int:
 def cmd_add(args: argparse.Namespace) -> int:
     from bake import add
 
-    if hub_add.is_repo_url(args.target):  # hf://ORG/REPO[@REV]: a whole Hub repository, [[hub]]
-        return hub_add.cmd_add(args)
-    hub_add.refuse_repo_options(args)
-
     options = _fetch_options(args)
+    if args.target.startswith("hf://"):
+        from bake.hub import add as hub_add
+
+        if hub_add.is_repo_url(args.target):  # hf://ORG/REPO[@REV]: a whole Hub repository, [[hub]]
+            return hub_add.cmd_add(args, options)
+    if args.include or args.exclude or args.repo_type or args.downloader:
+        from bake.hub import add as hub_add
+
+        hub_add.refuse_repo_options(args)
     path = Path(args.manifest)
     if args.size_only:
         if args.name or args.path or args.sha256 or args.group:
