@@ -265,9 +265,10 @@ def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
     prune.add_argument(
         "--max-age",
         type=_days,
-        default=7.0,
+        default=0.0,
         metavar="DAYS",
-        help="partials older than this are removed; those of unknown size at any age (default %(default)s)",
+        help="keep resumable partials younger than this for a rerun; by default every partial no "
+        "running fetch holds is reclaimed (one of unknown size at any age)",
     )
     prune.add_argument("--cache-dir", type=Path)
 

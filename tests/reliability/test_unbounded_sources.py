@@ -8,6 +8,7 @@ Everything runs on a 256 MiB tmpfs, never on the machine's own disk.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -146,3 +147,18 @@ def test_prune_reclaims_a_young_partial_of_unknown_size(tmp_path: Path, record: 
     assert proc.returncode == 0, proc.stderr
     assert files_under(cache / "partial") == []
     assert "freed 8.0 MiB" in proc.stdout, proc.stdout
+
+
+def test_prune_reclaims_every_partial_no_running_fetch_holds(tmp_path: Path) -> None:
+    """The contract's default: a young, resumable partial goes too, unless a fetch holds it."""
+    cache = tmp_path / "cache"
+    record = {"size": 8 * MIB, "etag": '"x"', "modified": None}
+    write_partial(cache, NEVER, 8 * MIB, record)
+    held = "f" * 64
+    write_partial(cache, held, 4 * MIB, {**record, "size": 4 * MIB})
+    with open(cache / "locks" / f"{held}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a running fetch
+        proc = bake("cache", "prune", "--cache-dir", cache)
+    assert proc.returncode == 0, proc.stderr
+    assert files_under(cache / "partial") == [held, f"{held}.json"]
+    assert "freed 8.0 MiB" in proc.stdout and "1 in use and left alone" in proc.stdout, proc.stdout
