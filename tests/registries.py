@@ -36,8 +36,11 @@ def _request(url: str, method: str = "GET", data: bytes | None = None, headers: 
     return urllib.request.urlopen(req, timeout=30)
 
 
-def push_manifest(ref: str, auth: tuple[str, str] | None = None) -> None:
-    """Make ``ref`` (``host:port/name:tag``) exist: upload an empty image's config, then its manifest."""
+def push_manifest(ref: str, auth: tuple[str, str] | None = None) -> str:
+    """Make ``ref`` (``host:port/name:tag``) exist: upload an empty image's config, then its manifest.
+
+    Returns the manifest's digest (``sha256:…``), which the registry serves for ``ref`` from then on.
+    """
     host, _, rest = ref.partition("/")
     name, _, tag = rest.rpartition(":")
     headers = {}
@@ -64,6 +67,7 @@ def push_manifest(ref: str, auth: tuple[str, str] | None = None) -> None:
     }
     body = json.dumps(manifest).encode()
     _request(f"{base}/manifests/{tag}", "PUT", body, {**headers, "Content-Type": OCI_MANIFEST}).close()
+    return "sha256:" + hashlib.sha256(body).hexdigest()
 
 
 def has_manifest(ref: str, auth: tuple[str, str] | None = None) -> bool:
