@@ -65,15 +65,24 @@ class AssetsImage:
         return args
 
 
-def check_repo(repo: str) -> str:
+def check_repo(repo: str, *, option: str = "--assets-image") -> str:
     """Return ``repo`` if it is a repository reference without tag or digest; raise UsageError otherwise."""
     last = repo.rsplit("/", 1)[-1]
     if not repo or not last or ":" in last or "@" in last or repo != repo.strip():
         raise UsageError(
-            f"--assets-image {repo!r}: expected a repository such as registry.example/rocm-ci/bake-assets, "
-            "without a tag or digest; bake tags it with the manifest digest itself"
+            f"{option} {repo!r}: expected a repository such as registry.example/rocm-ci/bake-assets, "
+            "without a tag or digest; bake tags it itself"
         )
     return repo
+
+
+def manifest_digest_of(path: str | Path, groups: Sequence[str]) -> str:
+    """Return ``bake manifest digest --manifest PATH --group G…``: the one digest every command uses.
+
+    Only the content counts for the digest; the URL policy is the fetch stage's business.
+    Raises UsageError (ManifestError) for a manifest that cannot be read or breaks a rule.
+    """
+    return manifest_digest(select(load_manifest(path, allow_http=True), groups))
 
 
 def resolve(directory: Path, bake_args: Sequence[str], repo: str) -> AssetsImage:
@@ -240,7 +249,6 @@ def _target_digest(directory: Path, name: str, target: dict) -> str:
             f"saw {context!r}; build from a checkout"
         )
     args = target["args"]
-    path = directory / context / args["ASSET_MANIFEST"]
-    # Only the content counts for the digest; the URL policy is the fetch stage's business.
-    assets = load_manifest(path, allow_http=True)
-    return manifest_digest(select(assets, (args.get("ASSET_GROUPS") or "").split()))
+    return manifest_digest_of(
+        directory / context / args["ASSET_MANIFEST"], (args.get("ASSET_GROUPS") or "").split()
+    )

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -191,6 +192,45 @@ def _add_build_parser(sub: argparse._SubParsersAction) -> None:
         help="take the asset layer from REPO:<manifest digest>, building and pushing it first if missing",
     )
     p.add_argument("bake_args", nargs=argparse.REMAINDER, help="passed to docker buildx bake (after --)")
+
+
+def _add_image_selection(p: argparse.ArgumentParser) -> None:
+    """What publish and pin name: the assets of a manifest (and groups) in REPO, or bake's runtime."""
+    p.add_argument(
+        "--manifest", help=f"asset manifest (TOML); default {manifest.DEFAULT_MANIFEST}; not with --runtime"
+    )
+    p.add_argument("--repository", required=True, metavar="REPO", help="the image repository, no tag")
+    p.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="G",
+        help="bake group G plus shared assets; repeatable",
+    )
+    p.add_argument(
+        "--runtime", action="store_true", help="bake's runtime image (tini, bake-entrypoint, bake) instead"
+    )
+
+
+def _add_publish_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "publish",
+        help="build and push REPO:<manifest digest> (or --runtime) unless the registry has it; "
+        "print REPO:TAG@sha256:DIGEST",
+    )
+    p.set_defaults(run=cmd_publish)
+    _add_image_selection(p)
+    p.add_argument("buildx_args", nargs=argparse.REMAINDER, help="passed to docker buildx build (after --)")
+
+
+def _add_pin_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "pin", help="rewrite every reference to REPO in Dockerfiles to the published image, pinned by digest"
+    )
+    p.set_defaults(run=cmd_pin)
+    _add_image_selection(p)
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each stale line")
+    p.add_argument("dockerfiles", nargs="+", type=Path, metavar="DOCKERFILE")
 
 
 def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
@@ -439,6 +479,51 @@ def cmd_build(args: argparse.Namespace) -> int:
     )
 
 
+def _image_ref(args: argparse.Namespace) -> tuple[str, str]:
+    """Return the reference publish and pin work on, and the `bake publish` command that makes it."""
+    from bake import publish
+
+    if args.runtime:
+        if args.manifest or args.group:
+            raise UsageError("--runtime names bake's runtime image: it takes no --manifest or --group")
+        return publish.runtime_ref(args.repository), shlex.join(
+            ["bake", "publish", "--runtime", "--repository", args.repository]
+        )
+    args.manifest = args.manifest or manifest.DEFAULT_MANIFEST
+    command = ["bake", "publish", "--manifest", args.manifest, "--repository", args.repository]
+    command += [word for group in args.group for word in ("--group", group)]
+    return publish.assets_ref(Path(args.manifest), args.repository, args.group), shlex.join(command)
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from bake import publish
+
+    _image_ref(args)  # checks the options before anything asks the registry
+    buildx_args = args.buildx_args[1:] if args.buildx_args[:1] == ["--"] else args.buildx_args
+    if args.runtime:
+        published = publish.publish_runtime(args.repository, buildx_args)
+    else:
+        published = publish.publish_assets(Path(args.manifest), args.repository, args.group, buildx_args)
+    print(published.pinned)
+    return 0
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    from bake import pin, publish
+
+    ref, publish_command = _image_ref(args)
+    pinned = publish.lookup(ref, publish_command).pinned
+    for result in pin.pin_files(args.dockerfiles, args.repository, pinned, check=args.check):
+        count = len(result.references)
+        if args.check:
+            print(f"bake: {result.path}: {count} reference(s) to {args.repository}, all pinned to {pinned}")
+        elif result.stale:
+            print(f"bake: {result.path}: pinned {len(result.stale)} of {count} reference(s) to {pinned}")
+        else:
+            print(f"bake: {result.path}: {count} reference(s) already pinned to {pinned}")
+    return 0
+
+
 def cmd_cache(args: argparse.Namespace) -> int:
     from bake import cache
 
@@ -482,6 +567,8 @@ COMMANDS = [
     _add_seal_parser,
     _add_check_context_parser,
     _add_build_parser,
+    _add_publish_parser,
+    _add_pin_parser,
     _add_cache_parser,
 ]
 
