@@ -1,10 +1,11 @@
-"""Registries for tests: the toolchain's loopback registry, a second one with htpasswd auth, odd answers.
+"""Registries for tests: the toolchain's loopback registry, registries of their own, odd answers.
 
 ``push_manifest`` puts a minimal image manifest under a tag through the registry's HTTP API,
-so a test can make a reference exist without building anything. ``AuthRegistry`` runs
-Debian's docker-registry on another loopback port with Basic auth, started and stopped by
-pid. ``AnsweringRegistry`` answers every request with one scripted status, for the answers
-a real registry will not give on demand (429, a token endpoint that fails).
+so a test can make a reference exist without building anything. ``LocalRegistry`` runs
+Debian's docker-registry on another loopback port, started and stopped by pid (a test that
+stops a registry stops one of these); ``AuthRegistry`` is one with Basic auth.
+``AnsweringRegistry`` answers every request with one scripted status, for the answers a real
+registry will not give on demand (429, a token endpoint that fails).
 """
 
 from __future__ import annotations
@@ -92,32 +93,40 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class AuthRegistry:
-    """docker-registry with htpasswd auth on a free loopback port, under ``root``; stopped by its pid."""
+class LocalRegistry:
+    """docker-registry on a free loopback port, under ``root``, started and stopped by its pid.
 
-    def __init__(self, root: Path) -> None:
+    With ``auth`` it asks for htpasswd Basic auth (USER, PASSWORD), as Docker Hub asks for a login.
+    Tests that need a registry to stop use one of these, never the toolchain's shared one.
+    """
+
+    def __init__(self, root: Path, *, auth: bool = False) -> None:
         self.root = root
+        self.auth = auth
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
-    def __enter__(self) -> AuthRegistry:
+    def __enter__(self) -> LocalRegistry:
         binary = shutil.which("docker-registry")
         if binary is None:
             raise FileNotFoundError("docker-registry is not installed (scripts/toolchain.sh up installs it)")
-        (self.root / "htpasswd").write_text(_HTPASSWD)
         config = self.root / "config.yml"
-        config.write_text(
+        text = (
             "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
             f"    rootdirectory: {self.root / 'data'}\nhttp:\n  addr: {self.host}\n"
-            f"auth:\n  htpasswd:\n    realm: bake-test\n    path: {self.root / 'htpasswd'}\n"
         )
+        if self.auth:
+            (self.root / "htpasswd").write_text(_HTPASSWD)
+            text += f"auth:\n  htpasswd:\n    realm: bake-test\n    path: {self.root / 'htpasswd'}\n"
+        config.write_text(text)
         log = (self.root / "registry.log").open("wb")
         self.proc = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=log)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
                 _request(f"http://{self.host}/v2/").close()
+                return self
             except urllib.error.HTTPError as exc:
                 if exc.code == 401:  # up, and asking for credentials
                     return self
@@ -144,6 +153,13 @@ class AuthRegistry:
             if repos.exists()
             else []
         )
+
+
+class AuthRegistry(LocalRegistry):
+    """A LocalRegistry that answers 401 to anyone not logged in (htpasswd auth), as Docker Hub does."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root, auth=True)
 
 
 class AnsweringRegistry:
