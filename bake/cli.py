@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
+import itertools
 import json
 import logging
 import os
+import re
 import shlex
 import sys
 from collections.abc import Callable
@@ -53,10 +56,51 @@ def _days(text: str) -> float:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that raises UsageError (exit 2 through our handler) instead of exiting itself."""
+    """argparse that raises UsageError (exit 2 through our handler) instead of exiting itself.
+
+    Options are spelled out (no abbreviations, so a script never silently means another option),
+    and a misspelt one is named with the closest real option, even where argparse would first
+    complain that a required option is missing (``--dst`` for ``--dest``).
+    """
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self._tokens: list[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def,override]
+        self._tokens = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def _parsed_by(self) -> _Parser:
+        """The innermost (sub)parser that read the command line: the one whose options apply."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    if isinstance(sub, _Parser) and sub._tokens:
+                        return sub._parsed_by()
+        return self
+
+    def _misspelt(self) -> list[str]:
+        """Each option among the tokens this parser read that it does not know, with the closest it does."""
+        known = list(self._option_string_actions)
+        found = []
+        for token in itertools.takewhile(lambda t: t != "--", self._tokens):
+            name = token.split("=", 1)[0]
+            if not name.startswith("-") or name in known or re.fullmatch(r"-\d+(\.\d*)?|-", name):
+                continue
+            close = difflib.get_close_matches(name, known, n=1)
+            found.append(f"unknown option {name}" + (f" (did you mean {close[0]}?)" if close else ""))
+        return found
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+        parser = self._parsed_by()
+        misspelt = parser._misspelt()
+        if misspelt and message.startswith("unrecognized arguments"):
+            message = "; ".join(misspelt)
+        elif misspelt:
+            message = "; ".join([*misspelt, message])
+        raise UsageError(f"{parser.prog}: {message} (see `{parser.prog} --help`)")
 
 
 def _add_selection(p: argparse.ArgumentParser, *, default_manifest: bool = False) -> None:
@@ -384,12 +428,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_findings(findings: list, bad_label: str, consumers: str) -> list:
-    """Print one line per finding on stdout; return the findings that are not ok."""
+def _print_findings(findings: list, bad_label: str, nothing_to_check: str) -> list:
+    """Print one line per finding on stdout (``nothing_to_check`` when there is none); return the bad ones."""
     for f in findings:
         print(f"{'ok' if f.ok else bad_label}  {f.consumer}  {f.asset}: {f.detail}")
     if not findings:
-        print(f"bake: no consumer package ({consumers}) is installed and none is declared; nothing to check")
+        print(f"bake: {nothing_to_check}; nothing to check")
     return [f for f in findings if not f.ok]
 
 
@@ -412,7 +456,12 @@ def cmd_manifest(args: argparse.Namespace) -> int:
         return 0
     table = assets.consumers()
     findings = consumers.check_manifest(assets, table)
-    bad = _print_findings(findings, "MISMATCH", ", ".join(c.name for c in table if c.builtin))
+    builtins = ", ".join(c.name for c in table if c.builtin)
+    declared = ", ".join(c.name for c in table if not c.builtin)
+    why = f"no consumer package ({builtins}) is installed to judge these entries"
+    if declared:
+        why += f"; the declared consumer(s) {declared} carry no table of their own to check entries against"
+    bad = _print_findings(findings, "MISMATCH", why)
     if bad:
         raise UsageError(
             f"{len(bad)} manifest entr{'y' if len(bad) == 1 else 'ies'} disagree with the installed "
@@ -432,9 +481,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     table = consumers.table(declared)
     findings = consumers.doctor(root, lockfile.read_lock(root), table)
     findings += [consumers.Finding(*f) for f in hub_doctor.findings(root, os.environ)]  # the Hub's cache
-    bad = _print_findings(
-        findings, "WOULD DOWNLOAD", ", ".join([c.name for c in table] + ["huggingface_hub"])
-    )
+    names = ", ".join([c.name for c in table] + ["huggingface_hub"])
+    bad = _print_findings(findings, "WOULD DOWNLOAD", f"no consumer package ({names}) is installed")
     if bad:
         raise FetchError(
             f"{len(bad)} consumer lookup(s) would trigger a download; run the job through bake-entrypoint, "
