@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from bake import __version__, lockfile, manifest
+from bake import __version__, index, manifest, seal, verify
 from bake.errors import BakeError, FetchError, UsageError
 from bake.fetch import FetchOptions
 from bake.hub import add as hub_add
@@ -357,7 +357,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         if args.json and (problem := _write_report(args.json, exc.records)):
             log.error("--json %r: %s", str(args.json), problem)
         raise
-    lockfile.write_index(args.dest, assets)
+    index.write_index(args.dest, assets)
     if args.json and (problem := _write_report(args.json, records)):
         raise UsageError(
             f"--json {str(args.json)!r}: {problem}; the assets are installed and verified, "
@@ -417,13 +417,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.manifest is None and not Path(manifest.DEFAULT_MANIFEST).is_file():
         if args.group:
             raise UsageError("--group needs --manifest; the lock already holds only the selected assets")
-        files = lockfile.read_lock(args.dest)
+        files = index.read_lock(args.dest)
         assets = None
     else:
         args.manifest = args.manifest or manifest.DEFAULT_MANIFEST
         assets = _selected(args)
-        files = lockfile.expected_files(assets)
-    lockfile.verify_dest(args.dest, files, assets=assets)
+        files = index.expected_files(assets)
+    verify.verify_dest(args.dest, files, assets=assets)
     print(f"bake: {len(files)} asset(s) under {args.dest} verified")
     return 0
 
@@ -472,17 +472,21 @@ def cmd_manifest(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from bake import consumers
-    from bake.hub import doctor as hub_doctor
 
     root = _assets_root(args.assets)
     serve = root / consumers.SERVE_NAME
     # The image holds no manifest: declared consumers come back from what seal wrote.
     declared = consumers.declared_from_serve(serve.read_text(encoding="utf-8")) if serve.is_file() else []
     table = consumers.table(declared)
-    findings = consumers.doctor(root, lockfile.read_lock(root), table)
-    findings += [consumers.Finding(*f) for f in hub_doctor.findings(root, os.environ)]  # the Hub's cache
-    names = ", ".join([c.name for c in table] + ["huggingface_hub"])
-    bad = _print_findings(findings, "WOULD DOWNLOAD", f"no consumer package ({names}) is installed")
+    # doctor takes --assets (or BAKE_ASSETS), not verify's --manifest and --dest.
+    lock = index.read_lock(
+        root, "point --assets (or BAKE_ASSETS) at a baked asset root, such as /opt/bake/assets"
+    )
+    findings = consumers.doctor(root, lock, table)
+    libraries = [lib for c in table for lib in c.libraries] + [c.name for c in table if not c.builtin]
+    bad = _print_findings(
+        findings, "WOULD DOWNLOAD", f"no consumer package ({', '.join(libraries)}) is installed"
+    )
     if bad:
         raise FetchError(
             f"{len(bad)} consumer lookup(s) would trigger a download; run the job through bake-entrypoint, "
@@ -492,7 +496,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_seal(args: argparse.Namespace) -> int:
-    lockfile.seal(args.dest, _selected(args))
+    seal.seal(args.dest, _selected(args))
     return 0
 
 

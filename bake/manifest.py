@@ -12,10 +12,9 @@ from dataclasses import field as dataclass_field
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
-from bake import consumers
+from bake import consumers, hubtable
 from bake.errors import ManifestError
 from bake.hashes import SHA256_HEX
-from bake.hub import schema as hub_schema
 from bake.tables import expect_table, refuse_unknown_keys
 from bake.text import escape, has_control
 
@@ -64,8 +63,8 @@ class Asset:
     urls: tuple[str, ...]
     size: int | None = None
     groups: tuple[str, ...] = ()
-    # For a [[hub]] blob: the repository files it backs (bake.hub.schema); not part of equality.
-    hub: hub_schema.HubBlob | None = dataclass_field(default=None, compare=False, repr=False)
+    # For a [[hub]] blob: the repository files it backs (bake.hubtable); not part of equality.
+    hub: hubtable.HubBlob | None = dataclass_field(default=None, compare=False, repr=False)
 
     def canonical_url(self) -> str | None:
         """Return the first ``https://`` URL, the one consumers derive cache names from."""
@@ -84,8 +83,8 @@ class Assets(list):
         self.declared: tuple[consumers.Consumer, ...] = tuple(declared)
 
     def consumers(self) -> tuple[consumers.Consumer, ...]:
-        """Return the whole consumer table for this manifest: built-ins, then the declared ones."""
-        return consumers.table(self.declared)
+        """Return the whole consumer table: built-ins (the Hub with the entries held whole), then declared."""
+        return consumers.table(self.declared, hubtable.selected_entries(self))
 
 
 def declared_consumers(assets: Iterable[Asset]) -> tuple[consumers.Consumer, ...]:
@@ -326,12 +325,11 @@ def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = 
     ]
     table = consumers.table(declared)
     raw_assets = _array_of_tables(data, "asset", source)
-    hub_entries = hub_schema.parse_entries(data.get("hub"), source)
+    hub_entries = hubtable.parse_entries(data.get("hub"), source)
     if not raw_assets and not hub_entries:
         raise ManifestError(f"{source}: no [[asset]] tables found; a manifest lists at least one asset")
     assets = [parse_asset(raw, i, allow_http=allow_http, table=table) for i, raw in enumerate(raw_assets)]
-    hub_schema.check_reserved(assets, declared)  # hub/ belongs to [[hub]] entries
-    assets += [Asset(**fields) for fields in hub_schema.blob_fields(hub_entries)]
+    assets += [Asset(**fields) for fields in hubtable.blob_fields(hub_entries)]
     for field in ("name", "path"):
         seen: dict[str, str] = {}
         for asset in assets:
@@ -416,7 +414,7 @@ def manifest_digest(assets: Sequence[Asset]) -> str:
         key=lambda e: e["path"],
     )
     declared = sorted((c.declaration() for c in declared_consumers(assets)), key=lambda d: d["name"])
-    hub = hub_schema.digest_records(assets)
+    hub = hubtable.digest_records(assets)
     extras = {"consumers": declared} if declared else {}
     extras |= {"hub": hub} if hub else {}
     doc = {"assets": entries, **extras} if extras else entries

@@ -11,7 +11,15 @@ import hashlib
 import json
 from pathlib import Path
 
-from tests.assets import CHECKPOINT_MIRROR_PATH, O200K_MIRROR_PATH, O200K_URL, checkpoint_bytes, mirror_args
+from bake.manifest import Asset
+from tests.assets import (
+    CHECKPOINT_MIRROR_PATH,
+    O200K_MIRROR_PATH,
+    O200K_URL,
+    checkpoint_bytes,
+    mirror_args,
+    sha256,
+)
 from tests.mirror import Mirror
 
 S3_URL = "https://www.modelscope.cn/" + CHECKPOINT_MIRROR_PATH.removeprefix("modelscope/")
@@ -37,10 +45,6 @@ MIRROR_FILES = {
 }
 
 
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def write_manifest(path: Path) -> Path:
     """Write a manifest naming FILES (vllm: the vocab) and DECLARED, and return its path."""
     entries = [
@@ -64,3 +68,21 @@ def serve(mirror: Mirror) -> list[str]:
         mirror.add(path, data)
     base = mirror.url("/").rstrip("/")
     return [*(f"--mirror={m}" for m in mirror_args(base)), "--no-origin"]
+
+
+VOCAB_NAME = VOCAB_PATH.removeprefix("tiktoken/")
+# A destination's worth of tiny files, for the index, verify and seal tests.
+SMALL_FILES = {"s3tokenizer/m.onnx": b"model bytes", VOCAB_PATH: b"vocab bytes"}
+
+
+def make_dest(tmp_path: Path, files: dict[str, bytes]) -> tuple[Path, list[Asset]]:
+    """Write ``files`` under ``tmp_path/dest`` as a fetch would; return it and their assets."""
+    dest = tmp_path / "dest"
+    assets = []
+    for i, (rel, data) in enumerate(files.items()):
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        url = O200K_URL if rel.startswith("tiktoken/") else f"https://example.org/{i}"
+        assets.append(Asset(f"a{i}", rel, sha256(data), (url,)))
+    return dest, assets

@@ -64,3 +64,10 @@ def test_manifest_check_names_the_declared_consumer(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "none is declared" not in proc.stdout
     assert "the declared consumer(s) whisper carry no table" in proc.stdout
+
+
+def test_doctor_without_a_lock_names_its_own_option(tmp_path: Path) -> None:
+    proc = bake("doctor", "--assets", str(tmp_path / "nowhere"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "point --assets (or BAKE_ASSETS) at a baked asset root" in proc.stderr
+    assert "--manifest" not in proc.stderr and "--dest" not in proc.stderr

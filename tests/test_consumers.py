@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bake import consumers, lockfile, manifest
+from bake import consumers, index, manifest
 from tests.runners import bake
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,13 +66,13 @@ def test_test_manifest_checkpoint_disagrees_with_s3tokenizer() -> None:
 
 
 @pytest.fixture
-def baked(tmp_path: Path) -> tuple[Path, list[lockfile.LockedFile]]:
+def baked(tmp_path: Path) -> tuple[Path, list[index.LockedFile]]:
     root = tmp_path / "assets"
     files = {"s3tokenizer/speech_tokenizer_v3_25hz.onnx": b"checkpoint", f"tiktoken/{VOCAB_NAME}": b"vocab"}
     for rel, data in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(data)
-    return root, [lockfile.LockedFile(r, len(d), hashlib.sha256(d).hexdigest()) for r, d in files.items()]
+    return root, [index.LockedFile(r, len(d), hashlib.sha256(d).hexdigest()) for r, d in files.items()]
 
 
 def serve_locations(tmp_path: Path, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -165,6 +165,10 @@ def test_builtins_are_the_contracts_shape() -> None:
     assert {c.name: [str(loc) for loc in c.locations] for c in consumers.BUILTINS} == {
         "s3tokenizer": ["${XDG_CACHE_HOME:-$HOME/.cache}/s3tokenizer"],
         "tiktoken": ["$TIKTOKEN_RS_CACHE_DIR", "$TIKTOKEN_CACHE_DIR"],
+        # huggingface_hub's own precedence, one fallback inside the next.
+        "hub": [
+            "${HF_HUB_CACHE:-${HUGGINGFACE_HUB_CACHE:-${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/hub}}"
+        ],
     }
 
 
@@ -198,13 +202,13 @@ WHISPER = consumers.Consumer(
 
 
 @pytest.fixture
-def declared(tmp_path: Path) -> tuple[Path, list[lockfile.LockedFile]]:
+def declared(tmp_path: Path) -> tuple[Path, list[index.LockedFile]]:
     root = tmp_path / "assets"
     files = {"nltk/corpora/stopwords/english": b"a\nthe\n", "whisper/base.pt": b"weights"}
     for rel, data in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(data)
-    return root, [lockfile.LockedFile(r, len(d), hashlib.sha256(d).hexdigest()) for r, d in files.items()]
+    return root, [index.LockedFile(r, len(d), hashlib.sha256(d).hexdigest()) for r, d in files.items()]
 
 
 def test_doctor_checks_declared_consumers_where_they_look(tmp_path, declared) -> None:
@@ -260,7 +264,7 @@ class Chained(consumers.Consumer):
 
 def test_a_consumer_may_write_its_own_records_and_chain_locations() -> None:
     chained = Chained("chained", [consumers.parse_location("${CHAINED_HOME:-/opt/chained}", "")])
-    files = [lockfile.LockedFile("chained/v1", 3, "0" * 64), lockfile.LockedFile("tiktoken/x", 1, "0" * 64)]
+    files = [index.LockedFile("chained/v1", 3, "0" * 64), index.LockedFile("tiktoken/x", 1, "0" * 64)]
     lines = consumers.serve_text(consumers.table([chained]), files).splitlines()
     assert lines == [
         "# bake serve v1",

@@ -21,8 +21,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bake import hubtable as schema
 from bake.errors import ManifestError
-from bake.hub import layout, schema
+from bake.hub import layout
 from bake.manifest import manifest_digest, parse_manifest
 from tests.hub_server import LoopbackHub
 from tests.isolation import NETWORK_ENV

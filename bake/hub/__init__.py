@@ -1,1 +1,1 @@
-"""Hugging Face Hub repositories as assets: schema, add, download and the Hub's cache layout."""
+"""Hugging Face Hub repositories: adding one to a manifest, downloading, and the Hub's cache layout."""

@@ -19,9 +19,8 @@ import tempfile
 from pathlib import Path
 from urllib.parse import unquote
 
-from bake import atomic
+from bake import atomic, hubtable
 from bake.errors import FetchError, ManifestError, UsageError
-from bake.hub import schema
 
 _URL = re.compile(r"^hf://(?:(datasets)/)?([^/@]+/[^/@]+)(?:@([^/]+))?/?$")
 
@@ -41,11 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only files matching P (fnmatch); repeatable",
     )
     parser.add_argument("--exclude", action="append", default=[], metavar="P", help="skip files matching P")
-    parser.add_argument("--repo-type", choices=schema.KINDS, help="model (default) or dataset")
+    parser.add_argument("--repo-type", choices=hubtable.KINDS, help="model (default) or dataset")
     parser.add_argument(
         "--downloader",
-        choices=schema.DOWNLOADERS,
-        help=f"how fetch gets the bytes (default {schema.DEFAULT_DOWNLOADER}; recorded only when different)",
+        choices=hubtable.DOWNLOADERS,
+        help=f"how fetch gets the bytes (default {hubtable.DEFAULT_DOWNLOADER}; recorded only if different)",
     )
 
 
@@ -220,7 +219,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         "include": args.include,
         "exclude": args.exclude,
         "groups": args.group,
-        "downloader": args.downloader if args.downloader not in (None, schema.DEFAULT_DOWNLOADER) else None,
+        "downloader": args.downloader if args.downloader not in (None, hubtable.DEFAULT_DOWNLOADER) else None,
         "files": file_records(repo, kind, commit, chosen, token),
     }
     try:

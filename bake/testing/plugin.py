@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from bake.consumers import BUILTINS, SERVE_NAME
-from bake.lockfile import LOCK_NAME
+from bake.index import LOCK_NAME
 from bake.testing.image import ImageError, ImageUnderTest, JobResult
 from bake.testing.serve import Serve, ServeError, legacy_serve, parse_serve
 

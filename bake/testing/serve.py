@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from bake.consumers import BUILTINS, SERVE_HEADER, serve_text
-from bake.lockfile import LockedFile
+from bake.index import LockedFile
 
 FIELDS = {"loc": 7, "file": 6, "link": 4}
 

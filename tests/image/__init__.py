@@ -14,8 +14,9 @@ import docker as docker_sdk
 import pytest
 
 from bake.consumers import SERVE_NAME
-from bake.lockfile import LOCK_NAME, SUMS_NAME, alias_links
+from bake.index import LOCK_NAME, SUMS_NAME
 from bake.manifest import Asset, load_manifest
+from bake.seal import alias_links
 
 REPO = Path(__file__).resolve().parents[2]
 ASSET_ROOT = "/opt/bake/assets"

@@ -1,9 +1,10 @@
 """vLLM's ROCm CI as a stand-in (docker/examples/vllm/) with its own wrapper, on the real engine and registry.
 
 The flow is vLLM's with bake's pinned integration: ``bake publish`` the assets and runtime
-images, ``bake pin docker/Dockerfile.rocm``, then CI runs everything through the stand-in's
-``.buildkite/scripts/ci-bake-rocm.sh``, which rebuilds ci_base only when its content hash
-(files, stage text, ARG values) differs from the published image's label. The tests walk a
+images, ``bake pin`` the stand-in's docker/examples/vllm/docker/Dockerfile.rocm, then CI runs
+everything through its docker/examples/vllm/.buildkite/scripts/ci-bake-rocm.sh, which
+rebuilds ci_base only when its content hash (files, stage text, ARG values) differs from the
+published image's label. The tests walk a
 history (v1; unchanged; requirements changed; manifest changed) and check what the issue asks:
 the hash moves with a pin and only then, the asset layer is shared, every other target builds
 without bake's images, removing bake's lines leaves no asset behind, the digests agree, the

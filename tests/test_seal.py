@@ -1,96 +1,22 @@
-"""The destination index: SHA256SUMS, bake.lock.json, verification and seal."""
+"""bake.seal: alias links, bake.serve and read-only modes."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from bake import consumers, lockfile, manifest
+from bake import consumers, index, manifest, seal, verify
 from bake.errors import UsageError, VerifyError
-from bake.manifest import Asset, manifest_digest, parse_manifest
+from bake.manifest import Asset, parse_manifest
+from tests.baked import O200K_URL as VOCAB_URL
+from tests.baked import SMALL_FILES as FILES
+from tests.baked import VOCAB_NAME, make_dest
 
 REPO = Path(__file__).resolve().parents[1]
-
-VOCAB_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
-VOCAB_NAME = hashlib.sha1(VOCAB_URL.encode()).hexdigest()
-
-
-def make_dest(tmp_path: Path, files: dict[str, bytes]) -> tuple[Path, list[Asset]]:
-    dest = tmp_path / "dest"
-    assets = []
-    for i, (rel, data) in enumerate(files.items()):
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        url = VOCAB_URL if rel.startswith("tiktoken/") else f"https://example.org/{i}"
-        assets.append(Asset(f"a{i}", rel, hashlib.sha256(data).hexdigest(), (url,)))
-    return dest, assets
-
-
-FILES = {"s3tokenizer/m.onnx": b"model bytes", f"tiktoken/{VOCAB_NAME}": b"vocab bytes"}
-
-
-def test_index_files_are_checkable_and_deterministic(tmp_path: Path) -> None:
-    dest, assets = make_dest(tmp_path, FILES)
-    lockfile.write_index(dest, assets)
-    first = {n: (dest / n).read_bytes() for n in ("SHA256SUMS", "bake.lock.json")}
-    lockfile.write_index(dest, list(reversed(assets)))
-    assert {n: (dest / n).read_bytes() for n in first} == first
-    check = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=dest, capture_output=True, text=True)
-    assert check.returncode == 0, check.stdout + check.stderr
-    lock = json.loads(first["bake.lock.json"])
-    assert lock["manifest_digest"] == manifest_digest(assets)
-    assert [(e["path"], e["size"]) for e in lock["assets"]] == sorted((p, len(d)) for p, d in FILES.items())
-    assert not [p for p in dest.iterdir() if p.name.endswith(".bake-tmp")]
-
-
-def test_read_lock_round_trips(tmp_path: Path) -> None:
-    dest, assets = make_dest(tmp_path, FILES)
-    lockfile.write_index(dest, assets)
-    assert {(f.path, f.size, f.sha256) for f in lockfile.read_lock(dest)} == {
-        (a.path, len(FILES[a.path]), a.sha256) for a in assets
-    }
-
-
-def test_read_lock_missing_is_a_usage_error(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="cannot read the lock"):
-        lockfile.read_lock(tmp_path)
-
-
-def test_verify_passes_on_good_files(tmp_path: Path) -> None:
-    dest, assets = make_dest(tmp_path, FILES)
-    lockfile.verify_dest(dest, lockfile.expected_files(assets))
-
-
-@pytest.mark.parametrize(
-    ("damage", "needle"),
-    [
-        pytest.param(lambda p: p.unlink(), "found missing", id="missing"),
-        pytest.param(lambda p: p.write_bytes(b"model bytez"), "expected sha256", id="tampered"),
-        pytest.param(lambda p: (p.unlink(), p.mkdir()), "not a regular file", id="directory"),
-    ],
-)
-def test_verify_names_each_problem(tmp_path: Path, damage, needle: str) -> None:
-    dest, assets = make_dest(tmp_path, FILES)
-    damage(dest / "s3tokenizer/m.onnx")
-    with pytest.raises(VerifyError) as err:
-        lockfile.verify_dest(dest, lockfile.expected_files(assets))
-    assert "s3tokenizer/m.onnx" in str(err.value)
-    assert needle in str(err.value)
-    assert err.value.exit_code == 3
-
-
-def test_verify_checks_size_before_hashing(tmp_path: Path) -> None:
-    dest, assets = make_dest(tmp_path, FILES)
-    sized = [lockfile.LockedFile(a.path, 999, a.sha256) for a in assets]
-    with pytest.raises(VerifyError, match="expected 999 bytes"):
-        lockfile.verify_dest(dest, sized)
 
 
 def test_alias_links_use_the_url_file_name() -> None:
@@ -98,14 +24,14 @@ def test_alias_links_use_the_url_file_name() -> None:
         Asset("v", f"tiktoken/{VOCAB_NAME}", "0" * 64, (VOCAB_URL,)),
         Asset("m", "x/m", "0" * 64, ("file:///m",)),
     ]
-    assert lockfile.alias_links(assets) == {"tiktoken/o200k_base.tiktoken": VOCAB_NAME}
+    assert seal.alias_links(assets) == {"tiktoken/o200k_base.tiktoken": VOCAB_NAME}
 
 
 def test_seal_links_and_makes_read_only(tmp_path: Path) -> None:
     dest, assets = make_dest(tmp_path, FILES)
-    lockfile.write_index(dest, assets)
-    lockfile.seal(dest, assets)
-    lockfile.seal(dest, assets)  # idempotent
+    index.write_index(dest, assets)
+    seal.seal(dest, assets)
+    seal.seal(dest, assets)  # idempotent
     link = dest / "tiktoken/o200k_base.tiktoken"
     assert os.readlink(link) == VOCAB_NAME
     assert link.read_bytes() == FILES[f"tiktoken/{VOCAB_NAME}"]
@@ -131,15 +57,15 @@ def test_seal_links_and_makes_read_only(tmp_path: Path) -> None:
 
 def test_seal_refuses_unfetched_dest(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="run `bake fetch`"):
-        lockfile.seal(tmp_path, [])
+        seal.seal(tmp_path, [])
 
 
 def test_seal_refuses_a_foreign_file_at_the_link_path(tmp_path: Path) -> None:
     dest, assets = make_dest(tmp_path, FILES)
-    lockfile.write_index(dest, assets)
+    index.write_index(dest, assets)
     (dest / "tiktoken/o200k_base.tiktoken").write_bytes(b"someone else's")
     with pytest.raises(UsageError, match="expected a link"):
-        lockfile.seal(dest, assets)
+        seal.seal(dest, assets)
 
 
 STOPWORDS_SHA = hashlib.sha256(b"a\nthe\n").hexdigest()
@@ -214,7 +140,7 @@ def served(tmp_path: Path) -> tuple[Path, list[Asset]]:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         (dest / rel).write_bytes(data)
     assets = parse_manifest(SERVED_MANIFEST)
-    lockfile.write_index(dest, assets)
+    index.write_index(dest, assets)
     yield dest, assets
     for p in [dest, *dest.rglob("*")]:  # let pytest clean up
         if not p.is_symlink():
@@ -223,16 +149,16 @@ def served(tmp_path: Path) -> tuple[Path, list[Asset]]:
 
 def test_seal_writes_bake_serve_for_the_entrypoint(served: tuple[Path, list[Asset]]) -> None:
     dest, assets = served
-    lockfile.seal(dest, assets)
+    seal.seal(dest, assets)
     assert (dest / "bake.serve").read_text() == EXPECTED_SERVE
     assert stat.S_IMODE((dest / "bake.serve").stat().st_mode) == 0o444
-    lockfile.seal(dest, manifest.Assets(reversed(assets), assets.declared))  # idempotent, any order
+    seal.seal(dest, manifest.Assets(reversed(assets), assets.declared))  # idempotent, any order
     assert (dest / "bake.serve").read_text() == EXPECTED_SERVE
 
 
 def test_no_field_of_bake_serve_holds_a_tab_or_newline(served: tuple[Path, list[Asset]]) -> None:
     dest, assets = served
-    lockfile.seal(dest, assets)
+    seal.seal(dest, assets)
     lines = (dest / "bake.serve").read_bytes().split(b"\n")
     assert lines[-1] == b""
     fields = {"loc": 7, "file": 6, "link": 4}
@@ -243,7 +169,7 @@ def test_no_field_of_bake_serve_holds_a_tab_or_newline(served: tuple[Path, list[
 
 def test_an_asset_no_consumer_owns_is_verified_and_served_nowhere(served: tuple[Path, list[Asset]]) -> None:
     dest, assets = served
-    lockfile.seal(dest, assets)
+    seal.seal(dest, assets)
     assert "other/loose.bin" in (dest / "SHA256SUMS").read_text()
     assert "other/loose.bin" not in (dest / "bake.serve").read_text()
 
@@ -251,7 +177,7 @@ def test_an_asset_no_consumer_owns_is_verified_and_served_nowhere(served: tuple[
 def test_a_consumer_with_nothing_selected_gets_no_location(served: tuple[Path, list[Asset]]) -> None:
     dest, assets = served
     selected = [a for a in assets if not a.path.startswith(("whisper/", "nltk/"))]
-    lockfile.seal(dest, manifest.Assets(selected, assets.declared))
+    seal.seal(dest, manifest.Assets(selected, assets.declared))
     serve = (dest / "bake.serve").read_text()
     assert "whisper" not in serve and "nltk" not in serve
     assert "s3tokenizer.0" in serve
@@ -259,21 +185,21 @@ def test_a_consumer_with_nothing_selected_gets_no_location(served: tuple[Path, l
 
 def test_verify_with_the_manifest_catches_a_tampered_seal(served: tuple[Path, list[Asset]]) -> None:
     dest, assets = served
-    lockfile.seal(dest, assets)
-    files = lockfile.expected_files(assets)
-    lockfile.verify_dest(dest, files, assets=assets)
+    seal.seal(dest, assets)
+    files = index.expected_files(assets)
+    verify.verify_dest(dest, files, assets=assets)
     serve = dest / "bake.serve"
     serve.chmod(0o644)
     serve.write_text(EXPECTED_SERVE.replace("NLTK_DATA", "PYTHONPATH"))
     with pytest.raises(VerifyError, match=r"bake\.serve: not what `bake seal` writes"):
-        lockfile.verify_dest(dest, files, assets=assets)
-    lockfile.verify_dest(dest, files)  # the lock alone does not know the consumers
+        verify.verify_dest(dest, files, assets=assets)
+    verify.verify_dest(dest, files)  # the lock alone does not know the consumers
 
 
 def test_tests_image_manifest_serve_records() -> None:
     """The exact records seal writes for the image tests' manifest (sizes from the manifest)."""
     assets = manifest.load_manifest(REPO / "tests/image/assets.toml")
-    files = [lockfile.LockedFile(a.path, a.size, a.sha256) for a in assets]
+    files = [index.LockedFile(a.path, a.size, a.sha256) for a in assets]
     text = consumers.serve_text(assets.consumers(), files)
     assert text == IMAGE_SERVE
 

@@ -1,0 +1,106 @@
+"""The destination's index: SHA256SUMS and bake.lock.json, written together and read back."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from bake import atomic
+from bake.errors import FetchError, UsageError
+from bake.manifest import Asset, manifest_digest
+
+SUMS_NAME = "SHA256SUMS"
+LOCK_NAME = "bake.lock.json"
+LOCK_VERSION = 1
+
+
+@dataclass(frozen=True)
+class LockedFile:
+    """One verified file as the lock records it."""
+
+    path: str
+    size: int | None
+    sha256: str
+
+
+def install_together(files: dict[Path, bytes]) -> None:
+    """Stage every file, and only when all are on disk rename them into place and fsync the directory.
+
+    Either every target is replaced or none is. Raises NoSpaceError when the
+    disk is full, FetchError for any other write failure.
+    """
+    names = ", ".join(t.name for t in files)
+    need = sum(len(d) for d in files.values())
+    try:
+        with atomic.no_space_as_error(
+            names,
+            next(iter(files)),
+            need,
+            "free space there and rerun (the verified assets are already in place)",
+        ):
+            atomic.write_together(files)
+    except OSError as exc:
+        raise FetchError(f"{names}: cannot write them: {exc.strerror or exc}") from None
+
+
+def lock_document(assets: list[Asset], sizes: dict[str, int]) -> dict:
+    """Return the deterministic lock: each asset's path, size and sha256, plus the manifest digest."""
+    return {
+        "version": LOCK_VERSION,
+        "manifest_digest": manifest_digest(assets),
+        "assets": [
+            {"name": a.name, "path": a.path, "size": sizes[a.path], "sha256": a.sha256}
+            for a in sorted(assets, key=lambda a: a.path)
+        ],
+    }
+
+
+def write_index(dest: Path, assets: list[Asset]) -> None:
+    """Write SHA256SUMS and bake.lock.json at the root of ``dest``.
+
+    Call only after every selected asset has verified; sizes are read from
+    the installed files. Both files depend only on the selection's content.
+    """
+    sizes = {a.path: (dest / a.path).stat().st_size for a in assets}
+    sums = "".join(f"{a.sha256}  {a.path}\n" for a in sorted(assets, key=lambda a: a.path))
+    lock = json.dumps(lock_document(assets, sizes), indent=2, sort_keys=True) + "\n"
+    install_together({dest / SUMS_NAME: sums.encode(), dest / LOCK_NAME: lock.encode()})
+
+
+def read_lock(
+    dest: Path, what_to_do: str = "pass --manifest, or point --dest at a baked asset root"
+) -> list[LockedFile]:
+    """Return the files ``dest/bake.lock.json`` records.
+
+    Raises UsageError if it is unreadable, ending with ``what_to_do``: the caller's own
+    options (``verify`` takes --manifest and --dest, ``doctor`` takes --assets).
+    """
+    lock_path = dest / LOCK_NAME
+    try:
+        doc = json.loads(lock_path.read_text(encoding="utf-8"))
+        return [LockedFile(e["path"], e.get("size"), e["sha256"]) for e in doc["assets"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{lock_path}: cannot read the lock ({exc}); {what_to_do}") from None
+
+
+def expected_files(assets: list[Asset]) -> list[LockedFile]:
+    """Return the manifest's view of what a destination must hold."""
+    return [LockedFile(a.path, a.size, a.sha256) for a in assets]
+
+
+def add_to_index(dest: Path, extra: dict[str, tuple[int, str]]) -> None:
+    """List files seal writes itself (the Hub's refs and trees) in SHA256SUMS and the lock, both alike.
+
+    ``extra`` maps paths to (size, sha256). Nothing is rewritten when both already list them.
+    """
+    if not extra:
+        return
+    doc = json.loads((dest / LOCK_NAME).read_text(encoding="utf-8"))
+    entries = {e["path"]: e for e in doc["assets"]}
+    entries |= {p: {"name": p, "path": p, "size": size, "sha256": sha} for p, (size, sha) in extra.items()}
+    doc["assets"] = [entries[p] for p in sorted(entries)]
+    sums = "".join(f"{e['sha256']}  {e['path']}\n" for e in doc["assets"]).encode()
+    lock = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+    if (dest / SUMS_NAME).read_bytes() != sums or (dest / LOCK_NAME).read_bytes() != lock:
+        install_together({dest / SUMS_NAME: sums, dest / LOCK_NAME: lock})
