@@ -246,6 +246,7 @@ def published(engine: None, tmp_path: Path) -> tuple[Path, str, str]:
     return manifest, repo, f"{repo}:{digest}@{push_manifest(f'{repo}:{digest}')}"
 
 
+@pytest.mark.docker
 def test_pin_then_check_through_the_cli(published: tuple[Path, str, str], tmp_path: Path) -> None:
     manifest, repo, pin = published
     dockerfile = tmp_path / "Dockerfile.rocm"
@@ -266,6 +267,7 @@ def test_pin_then_check_through_the_cli(published: tuple[Path, str, str], tmp_pa
     assert current.returncode == 0, current.stderr
 
 
+@pytest.mark.docker
 def test_a_manifest_with_no_published_image_is_exit_5_saying_publish_first(
     published: tuple[Path, str, str], tmp_path: Path
 ) -> None:

@@ -119,6 +119,10 @@ _main() {
 	trap 'rm -rf "$WORK_DIR"' EXIT
 	case $target in
 	ci-base-rocm*)
+		# As vLLM's wrapper does: later steps (GPU jobs) read which ci_base this build uses.
+		if command -v buildkite-agent >/dev/null; then
+			buildkite-agent meta-data set rocm-ci-base-image "$CI_BASE_IMAGE_TAG"
+		fi
 		hash=$(_ci_base_hash)
 		remote=$(_remote_hash)
 		echo >&2 "ci_base content hash: $hash"
