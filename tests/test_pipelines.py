@@ -248,3 +248,17 @@ def test_release_builds_tests_on_every_python_then_publishes_with_trusted_publis
     assert not any("password" in json.dumps(s) for s in jobs["publish"]["steps"]), (
         "trusted publishing: no token"
     )
+
+
+def test_the_ci_override_example_requires_its_registry(buildx: None) -> None:
+    """docker/bake-ci.hcl names no placeholder registry: unset, it fails saying what to set."""
+    files = ["-f", "docker-bake.hcl", "-f", "docker/bake-ci.hcl"]
+    unset = run("docker", "buildx", "bake", *files, "--print", "image", env={"CI_REGISTRY": ""})
+    assert unset.returncode != 0 and "Set CI_REGISTRY" in unset.stderr, unset.stderr
+    proc = run(
+        "docker", "buildx", "bake", *files, "--print", "image", env={"CI_REGISTRY": "127.0.0.1:5000/ci"}
+    )
+    assert proc.returncode == 0, proc.stderr
+    image = json.loads(proc.stdout)["target"]["image"]
+    assert image["cache-from"] == [{"type": "registry", "ref": "127.0.0.1:5000/ci/bake-cache:main"}]
+    assert {"id": "hf_token", "env": "HF_TOKEN"} in image["secret"]
