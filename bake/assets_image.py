@@ -142,8 +142,8 @@ def registry_digest(ref: str) -> str | None:
         import docker
     except ImportError:
         raise BuildError(
-            f"cannot ask the registry for {ref}: this needs the docker SDK; "
-            "pip install 'bake-assets[registry]'"
+            f"cannot ask the registry for {ref}: this needs the docker SDK; pip install "
+            "'bake-assets[registry]' (or 'WHEEL[registry]' for a wheel built with python -m build)"
         ) from None
     registry = docker.auth.resolve_repository_name(ref)[0]
     client = None
