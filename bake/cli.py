@@ -14,6 +14,7 @@ import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bake import __version__, index, manifest, seal, verify
 from bake.errors import BakeError, FetchError, UsageError
@@ -63,12 +64,12 @@ class _Parser(argparse.ArgumentParser):
     complain that a required option is missing (``--dst`` for ``--dest``).
     """
 
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         self._tokens: list[str] = []
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def,override]
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         self._tokens = list(sys.argv[1:] if args is None else args)
         return super().parse_known_args(args, namespace)
 

@@ -61,11 +61,10 @@ _NOT_IN_TAG = re.compile(r"[^A-Za-z0-9_.-]")
 
 @dataclass(frozen=True)
 class Published:
-    """An image in the registry: ``ref`` (``REPO:TAG``), the digest it serves, whether this run built it."""
+    """An image in the registry: ``ref`` (``REPO:TAG``) and the digest it serves."""
 
     ref: str
     digest: str
-    built: bool
 
     @property
     def pinned(self) -> str:
@@ -136,7 +135,7 @@ def lookup(ref: str, publish_command: str) -> Published:
             f"{ref} is not in the registry, so there is nothing to pin to; run `{publish_command}` "
             "first (it builds and pushes that image), then rerun"
         )
-    return Published(ref, found, built=False)
+    return Published(ref, found)
 
 
 def publish_assets(
@@ -172,7 +171,7 @@ def _publish(
     found = registry_digest(ref)
     if found is not None:
         log.info("%s is in the registry (%s); nothing to build", ref, found)
-        return Published(ref, found, built=False)
+        return Published(ref, found)
     log.info("%s is not in the registry yet; building the %s stage and pushing it", ref, stage)
     with tempfile.TemporaryDirectory(prefix="bake-publish-") as tmp:
         context = Path(tmp) / "context"
@@ -188,7 +187,7 @@ def _publish(
             "build log above, and that the registry keeps what it accepts"
         )
     log.info("pushed %s@%s", ref, found)
-    return Published(ref, found, built=True)
+    return Published(ref, found)
 
 
 def _from_environment() -> dict[str, str]:
