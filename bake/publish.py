@@ -101,7 +101,8 @@ def runtime_tag(files: Mapping[str, Path] | None = None) -> str:
     """Return the runtime image's tag: bake's version and the sha256 (12 hex) of the context files.
 
     The content part changes with any byte of bake, the Dockerfile or the scripts, so a tag
-    never names two different runtimes, even between releases.
+    never names two different bakes, even between releases. tini is the one part it does not
+    name: it comes from FETCH_IMAGE's Debian package, at the build that first pushes the tag.
     """
     digest = hashlib.sha256()
     for name, path in sorted((files or context_files()).items()):
