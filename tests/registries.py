@@ -224,3 +224,20 @@ def docker_login(host: str, password: str = PASSWORD) -> subprocess.CompletedPro
         ["docker", "login", "--username", USER, "--password-stdin", host],
         input=password, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
+
+
+def remove_images_named(marker: str) -> None:
+    """Remove from the engine every image a tag or repository digest of which contains ``marker``.
+
+    Publishing through the engine's docker driver keeps a copy of what it pushes; tests that
+    publish into repositories named after a run id of their own clear them with this.
+    """
+    import docker
+
+    engine = docker.from_env(timeout=600)
+    try:
+        for image in engine.images.list():
+            if any(marker in name for name in image.tags + (image.attrs.get("RepoDigests") or [])):
+                engine.images.remove(image.id, force=True)
+    finally:
+        engine.close()

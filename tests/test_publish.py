@@ -26,7 +26,7 @@ from tests.assets import mirror_args
 from tests.baked import FILES, VOCAB_PATH, sha256, write_manifest
 from tests.baked import serve as serve_files
 from tests.mirror import Mirror
-from tests.registries import REGISTRY, AnsweringRegistry, free_port
+from tests.registries import REGISTRY, AnsweringRegistry, free_port, remove_images_named
 from tests.runners import REPO
 
 pytestmark = pytest.mark.docker
@@ -59,9 +59,19 @@ def site(tmp_path_factory: pytest.TempPathFactory, engine: None) -> Iterator[tup
         yield manifest, env
 
 
+# Every repository this module publishes to names RUN; the engine's copies go at the end.
+RUN = f"publish-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _clear_engine() -> Iterator[None]:
+    yield
+    remove_images_named(RUN)
+
+
 @pytest.fixture
 def repository() -> str:
-    return f"{REGISTRY}/bake-test/publish-{uuid.uuid4().hex[:12]}"
+    return f"{REGISTRY}/bake-test/{RUN}-{uuid.uuid4().hex[:6]}"
 
 
 def only_line(proc: subprocess.CompletedProcess[str]) -> re.Match[str]:

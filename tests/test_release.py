@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from tests.baked import DECLARED, FILES, serve, sha256, write_manifest
 from tests.image import fail_or_skip
 from tests.mirror import Mirror
 from tests.pod import expectations, run_pod
-from tests.registries import REGISTRY
+from tests.registries import REGISTRY, remove_images_named
 from tests.serve import SHELLS, resolved
 
 REPO = Path(__file__).resolve().parents[1]
@@ -235,15 +236,23 @@ def with_registry_extra(
     return Install(root / "venv" / "bin", python)
 
 
+@pytest.fixture
+def release_repo(engine: None) -> Iterator[str]:
+    """A repository of this test's own; the engine's copy of what is pushed there goes afterwards."""
+    run_id = f"release-{uuid.uuid4().hex[:12]}"
+    yield f"{REGISTRY}/bake-test/{run_id}"
+    remove_images_named(run_id)
+
+
 @pytest.mark.docker
 @pytest.mark.timeout(900)
 def test_publish_and_pin_from_the_wheel_in_a_directory_that_is_no_checkout(
-    with_registry_extra: Install, engine: None, mirror: Mirror, tmp_path: Path
+    with_registry_extra: Install, release_repo: str, mirror: Mirror, tmp_path: Path
 ) -> None:
     """What a pip-only user runs: publish the assets image, then pin a Dockerfile to it, on loopback."""
     write_manifest(tmp_path / "assets.toml")
     mirrors = [arg.removeprefix("--mirror=") for arg in serve(mirror) if arg.startswith("--mirror=")]
-    repo = f"{REGISTRY}/bake-test/release-{uuid.uuid4().hex[:12]}"
+    repo = release_repo
     env = {"ASSET_MIRRORS": " ".join(mirrors), "BAKE_FETCH_ARGS": "--no-origin", "FETCH_IMAGE": STANDIN}
     if "DOCKER_HOST" in os.environ:
         env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]

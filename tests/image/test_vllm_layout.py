@@ -33,7 +33,7 @@ import pytest
 from bake.assets_image import registry_digest
 from bake.manifest import load_manifest
 from tests.registries import REGISTRY as SHARED_REGISTRY
-from tests.registries import LocalRegistry
+from tests.registries import LocalRegistry, remove_images_named
 
 from . import REPO, fail_or_skip, required_env
 
@@ -166,9 +166,14 @@ def make_site(tmp: Path, prefix: str) -> Site:
     return Site(root, prefix, env)
 
 
+# Every image this module leaves in the engine names RUN (its tags, or its repository).
+RUN = f"bake-vllm-{uuid.uuid4().hex[:10]}"
+
+
 @pytest.fixture(scope="module")
-def site(image: str, tmp_path_factory: pytest.TempPathFactory) -> Site:
-    return make_site(tmp_path_factory.mktemp("site"), f"{SHARED_REGISTRY}/bake-vllm-{uuid.uuid4().hex[:10]}")
+def site(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    yield make_site(tmp_path_factory.mktemp("site"), f"{SHARED_REGISTRY}/{RUN}")
+    remove_images_named(RUN)
 
 
 @dataclass
@@ -206,7 +211,7 @@ def history(site: Site) -> History:
     digest_v1 = PIN.fullmatch(assets_v1).group("tag")
     # The per-commit test image, and an image built with plain docker buildx bake: no wrapper, no label.
     ok(site.wrapper("test-rocm-ci", CI_BASE_IMAGE=steps["v1"].ci_base))
-    plain = f"bake-vllm-plain:{uuid.uuid4().hex[:10]}"
+    plain = f"{RUN}-plain:latest"
     bake_file = ["docker", "buildx", "bake", "-f", "docker/docker-bake-rocm.hcl"]
     ok(run([*bake_file, "--set", f"ci-base-rocm.tags={plain}", "ci-base-rocm"], site.root, site.env))
     steps["unchanged"] = ci_run(site)
@@ -317,7 +322,7 @@ def test_removing_bakes_lines_leaves_no_asset_even_right_after_a_build_with_them
 ) -> None:
     leak = Site(tmp_path / "vllm", site.prefix, site.env)
     shutil.copytree(site.root, leak.root)
-    tag = f"bake-vllm-leak:{uuid.uuid4().hex[:10]}"
+    tag = f"{RUN}-leak:latest"
     build = [
         "docker",
         "buildx",
@@ -418,7 +423,9 @@ def test_every_ci_target_but_ci_base_builds_without_bakes_images(unreachable: Si
 @pytest.mark.parametrize("target", PLAIN)
 def test_every_plain_target_builds_without_bakes_images(unreachable: Site, target: str) -> None:
     tags = (
-        [] if target == "export-wheel-rocm" else ["--set", f"{target}.tags=bake-vllm-{uuid.uuid4().hex[:10]}"]
+        []
+        if target == "export-wheel-rocm"
+        else ["--set", f"{target}.tags={RUN}-{target}:{uuid.uuid4().hex[:6]}"]
     )
     bake_file = ["docker", "buildx", "bake", "-f", "docker/docker-bake-rocm.hcl"]
     ok(run([*bake_file, *tags, target], unreachable.root, unreachable.env))
