@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
+import itertools
 import json
 import logging
 import os
 import re
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bake import __version__, index, manifest, seal, verify
 from bake.errors import BakeError, FetchError, UsageError
@@ -69,10 +73,51 @@ def _days(text: str) -> float:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that raises UsageError (exit 2 through our handler) instead of exiting itself."""
+    """argparse that raises UsageError (exit 2 through our handler) instead of exiting itself.
+
+    Options are spelled out (no abbreviations, so a script never silently means another option),
+    and a misspelt one is named with the closest real option, even where argparse would first
+    complain that a required option is missing (``--dst`` for ``--dest``).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self._tokens: list[str] = []
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._tokens = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def _parsed_by(self) -> _Parser:
+        """The innermost (sub)parser that read the command line: the one whose options apply."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    if isinstance(sub, _Parser) and sub._tokens:
+                        return sub._parsed_by()
+        return self
+
+    def _misspelt(self) -> list[str]:
+        """Each option among the tokens this parser read that it does not know, with the closest it does."""
+        known = list(self._option_string_actions)
+        found = []
+        for token in itertools.takewhile(lambda t: t != "--", self._tokens):
+            name = token.split("=", 1)[0]
+            if not name.startswith("-") or name in known or re.fullmatch(r"-\d+(\.\d*)?|-", name):
+                continue
+            close = difflib.get_close_matches(name, known, n=1)
+            found.append(f"unknown option {name}" + (f" (did you mean {close[0]}?)" if close else ""))
+        return found
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+        parser = self._parsed_by()
+        misspelt = parser._misspelt()
+        if misspelt and message.startswith("unrecognized arguments"):
+            message = "; ".join(misspelt)
+        elif misspelt:
+            message = "; ".join([*misspelt, message])
+        raise UsageError(f"{parser.prog}: {message} (see `{parser.prog} --help`)")
 
 
 def _add_selection(p: argparse.ArgumentParser, *, default_manifest: bool = False) -> None:
@@ -247,6 +292,45 @@ def _add_build_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("bake_args", nargs=argparse.REMAINDER, help="passed to docker buildx bake (after --)")
 
 
+def _add_image_selection(p: argparse.ArgumentParser) -> None:
+    """What publish and pin name: the assets of a manifest (and groups) in REPO, or bake's runtime."""
+    p.add_argument(
+        "--manifest", help=f"asset manifest (TOML); default {manifest.DEFAULT_MANIFEST}; not with --runtime"
+    )
+    p.add_argument("--repository", required=True, metavar="REPO", help="the image repository, no tag")
+    p.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="G",
+        help="bake group G plus shared assets; repeatable",
+    )
+    p.add_argument(
+        "--runtime", action="store_true", help="bake's runtime image (tini, bake-entrypoint, bake) instead"
+    )
+
+
+def _add_publish_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "publish",
+        help="build and push REPO:<manifest digest> (or --runtime) unless the registry has it; "
+        "print REPO:TAG@sha256:DIGEST",
+    )
+    p.set_defaults(run=cmd_publish)
+    _add_image_selection(p)
+    p.add_argument("buildx_args", nargs=argparse.REMAINDER, help="passed to docker buildx build (after --)")
+
+
+def _add_pin_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "pin", help="rewrite every reference to REPO in Dockerfiles to the published image, pinned by digest"
+    )
+    p.set_defaults(run=cmd_pin)
+    _add_image_selection(p)
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each stale line")
+    p.add_argument("dockerfiles", nargs="+", type=Path, metavar="DOCKERFILE")
+
+
 def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cache", help="manage the download cache")
     cache_sub = p.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
@@ -403,12 +487,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_findings(findings: list, bad_label: str, consumers: str) -> list:
-    """Print one line per finding on stdout; return the findings that are not ok."""
+def _print_findings(findings: list, bad_label: str, nothing_to_check: str) -> list:
+    """Print one line per finding on stdout (``nothing_to_check`` when there is none); return the bad ones."""
     for f in findings:
         print(f"{'ok' if f.ok else bad_label}  {f.consumer}  {f.asset}: {f.detail}")
     if not findings:
-        print(f"bake: no consumer package ({consumers}) is installed and none is declared; nothing to check")
+        print(f"bake: {nothing_to_check}; nothing to check")
     return [f for f in findings if not f.ok]
 
 
@@ -431,7 +515,12 @@ def cmd_manifest(args: argparse.Namespace) -> int:
         return 0
     table = assets.consumers()
     findings = consumers.check_manifest(assets, table)
-    bad = _print_findings(findings, "MISMATCH", ", ".join(c.name for c in table if c.builtin))
+    builtins = ", ".join(c.name for c in table if c.builtin)
+    declared = ", ".join(c.name for c in table if not c.builtin)
+    why = f"no consumer package ({builtins}) is installed to judge these entries"
+    if declared:
+        why += f"; the declared consumer(s) {declared} carry no table of their own to check entries against"
+    bad = _print_findings(findings, "MISMATCH", why)
     if bad:
         raise UsageError(
             f"{len(bad)} manifest entr{'y' if len(bad) == 1 else 'ies'} disagree with the installed "
@@ -448,9 +537,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     # The image holds no manifest: declared consumers come back from what seal wrote.
     declared = consumers.declared_from_serve(serve.read_text(encoding="utf-8")) if serve.is_file() else []
     table = consumers.table(declared)
-    findings = consumers.doctor(root, index.read_lock(root), table)
+    # doctor takes --assets (or BAKE_ASSETS), not verify's --manifest and --dest.
+    lock = index.read_lock(
+        root, "point --assets (or BAKE_ASSETS) at a baked asset root, such as /opt/bake/assets"
+    )
+    findings = consumers.doctor(root, lock, table)
     libraries = [lib for c in table for lib in c.libraries] + [c.name for c in table if not c.builtin]
-    bad = _print_findings(findings, "WOULD DOWNLOAD", ", ".join(libraries))
+    bad = _print_findings(
+        findings, "WOULD DOWNLOAD", f"no consumer package ({', '.join(libraries)}) is installed"
+    )
     if bad:
         raise FetchError(
             f"{len(bad)} consumer lookup(s) would trigger a download; run the job through bake-entrypoint, "
@@ -493,6 +588,51 @@ def cmd_build(args: argparse.Namespace) -> int:
     return build.run_build(
         Path(), bake_args, export=args.export, strict=args.strict, assets_image=args.assets_image
     )
+
+
+def _image_ref(args: argparse.Namespace) -> tuple[str, str]:
+    """Return the reference publish and pin work on, and the `bake publish` command that makes it."""
+    from bake import publish
+
+    if args.runtime:
+        if args.manifest or args.group:
+            raise UsageError("--runtime names bake's runtime image: it takes no --manifest or --group")
+        return publish.runtime_ref(args.repository), shlex.join(
+            ["bake", "publish", "--runtime", "--repository", args.repository]
+        )
+    args.manifest = args.manifest or manifest.DEFAULT_MANIFEST
+    command = ["bake", "publish", "--manifest", args.manifest, "--repository", args.repository]
+    command += [word for group in args.group for word in ("--group", group)]
+    return publish.assets_ref(Path(args.manifest), args.repository, args.group), shlex.join(command)
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from bake import publish
+
+    _image_ref(args)  # checks the options before anything asks the registry
+    buildx_args = args.buildx_args[1:] if args.buildx_args[:1] == ["--"] else args.buildx_args
+    if args.runtime:
+        published = publish.publish_runtime(args.repository, buildx_args)
+    else:
+        published = publish.publish_assets(Path(args.manifest), args.repository, args.group, buildx_args)
+    print(published.pinned)
+    return 0
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    from bake import pin, publish
+
+    ref, publish_command = _image_ref(args)
+    pinned = publish.lookup(ref, publish_command).pinned
+    for result in pin.pin_files(args.dockerfiles, args.repository, pinned, check=args.check):
+        count = len(result.references)
+        if args.check:
+            print(f"bake: {result.path}: {count} reference(s) to {args.repository}, all pinned to {pinned}")
+        elif result.stale:
+            print(f"bake: {result.path}: pinned {len(result.stale)} of {count} reference(s) to {pinned}")
+        else:
+            print(f"bake: {result.path}: {count} reference(s) already pinned to {pinned}")
+    return 0
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
@@ -543,6 +683,8 @@ COMMANDS = [
     _add_seal_parser,
     _add_check_context_parser,
     _add_build_parser,
+    _add_publish_parser,
+    _add_pin_parser,
     _add_cache_parser,
 ]
 

@@ -62,7 +62,7 @@ LAYERS = {
     ],
     "the destination: its index, the seal, verification": ["bake.index", "bake.seal", "bake.verify"],
     "editing a manifest": ["bake.manifestedit", "bake.add", "bake.hub.listing", "bake.hub.add"],
-    "the checked build": ["bake.context", "bake.assets_image", "bake.build"],
+    "the checked build": ["bake.context", "bake.assets_image", "bake.build", "bake.publish", "bake.pin"],
     "image assertions": [
         "bake.testing",
         "bake.testing.image",

@@ -103,9 +103,9 @@ def verdicts(m: dict) -> list[dict]:
             f"{fresh['origin_asset_bytes']} asset bytes from the origin mirror (the assets image, "
             f"{fresh['registry_asset_bytes'] / MIB:.0f} MiB, came from the registry); "
             f"{fresh['seconds']:.1f} s vs "
-            f"{warm['cold_seconds']:.1f} s cold; same diff-ID: {fresh['same_asset_layer']}. vLLM-style image "
-            f"(-f overlay): same diff-ID {fleet['same_asset_layer']}, its push uploaded "
-            f"{fleet['push_asset_layer_bytes_uploaded']} asset bytes ({fleet['push_asset_layer_status']})",
+            f"{warm['cold_seconds']:.1f} s cold; same diff-ID: {fresh['same_asset_layer']}. vLLM stand-in "
+            f"(bake pin, its own wrapper): ci_base v1 and v2 same diff-ID {fleet['same_asset_layer']}, "
+            f"asset blob uploaded again: {fleet['asset_blob_uploaded']}",
             "0 asset bytes",
             fresh["origin_asset_bytes"] == 0,
         ),
@@ -117,6 +117,18 @@ def verdicts(m: dict) -> list[dict]:
             ep["overhead_ms"] <= 10,
         ),
     ]
+    agent = fleet["agent"]
+    rows.append(
+        (
+            "8. agent pull",
+            f"an empty engine pulls the stand-in's ci_base v1 ({agent['v1_asset_layer_bytes'] / MIB:.0f} MiB "
+            f"of asset layer, {agent['v1_seconds']:.1f} s), then v2 (requirements changed, same manifest): "
+            f"asset layer {agent['v2_asset_layer_status']!r}, {agent['v2_asset_layer_bytes']} asset bytes, "
+            f"{agent['v2_bytes']} bytes in all, {agent['v2_seconds']:.1f} s",
+            "0 asset bytes",
+            agent["v2_asset_layer_bytes"] == 0 and agent["v2_asset_layer_status"] == "Already exists",
+        )
+    )
     return [{"measure": a, "result": b, "target": c, "met": d} for a, b, c, d in rows]
 
 
