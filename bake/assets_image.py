@@ -179,11 +179,6 @@ def registry_digest(ref: str) -> str | None:
     return digest
 
 
-def exists(ref: str) -> bool:
-    """Return True if the registry has ``ref``, False if it answers that it does not (registry_digest)."""
-    return registry_digest(ref) is not None
-
-
 def _registry_failure(ref: str, registry: str, status: int | None, said: str, logged_in: bool) -> str:
     """The message for an engine answer that is neither the manifest nor a definite 'missing'."""
     if status == 401:
