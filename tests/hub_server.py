@@ -50,9 +50,11 @@ import threading
 import time
 import urllib.request
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
+
+from tests.loopback import LoopbackServer
 
 CHUNK = 256 * 1024
 PAGE_SIZE = 1000  # tree entries per page, as the Hub serves them without expand
@@ -414,19 +416,14 @@ class _Handler(BaseHTTPRequestHandler):
                     time.sleep(ahead)
 
 
-def serve(spec: Path, rate: float | None = None) -> tuple[ThreadingHTTPServer, ThreadingHTTPServer]:
+def serve(spec: Path, rate: float | None = None) -> tuple[LoopbackServer, LoopbackServer]:
     """Start the Hub and its CDN on free loopback ports, in daemon threads; return both servers."""
     hub = Hub(spec)
     hub.refresh()
     cdn_handler = type("CdnHandler", (_Handler,), {"hub": hub, "rate": rate, "role": "cdn"})
-    cdn = ThreadingHTTPServer(("127.0.0.1", 0), cdn_handler)
-    cdn_base = f"http://127.0.0.1:{cdn.server_address[1]}"
-    hub_handler = type("HubHandler", (_Handler,), {"hub": hub, "cdn_base": cdn_base, "role": "hub"})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), hub_handler)
-    for s in (server, cdn):
-        s.daemon_threads = True
-        threading.Thread(target=s.serve_forever, daemon=True).start()
-    return server, cdn
+    cdn = LoopbackServer(cdn_handler).start()
+    hub_handler = type("HubHandler", (_Handler,), {"hub": hub, "cdn_base": cdn.base_url, "role": "hub"})
+    return LoopbackServer(hub_handler).start(), cdn
 
 
 class LoopbackHub:
@@ -575,13 +572,13 @@ def main(argv: list[str] | None = None) -> int:
     server, cdn = serve(args.spec, args.rate)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    ports = {"hub": server.server_address[1], "cdn": cdn.server_address[1], "pid": os.getpid()}
+    ports = {"hub": server.port, "cdn": cdn.port, "pid": os.getpid()}
     tmp = args.port_file.with_suffix(".tmp")
     tmp.write_text(json.dumps(ports))
     tmp.replace(args.port_file)
     stop.wait()
-    server.shutdown()
-    cdn.shutdown()
+    server.stop()
+    cdn.stop()
     return 0
 
 

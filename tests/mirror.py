@@ -27,14 +27,15 @@ import os
 import re
 import signal
 import socket
-import ssl
 import struct
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
+
+from tests.loopback import LoopbackServer
 
 KIB = 1024
 CHUNK = 64 * KIB
@@ -190,7 +191,7 @@ class _File:
 
 
 class Mirror:
-    """A ThreadingHTTPServer on 127.0.0.1 serving a dict of files and/or a directory.
+    """A loopback server (tests.loopback) serving a dict of files and/or a directory.
 
     Counters (``requests``, ``bytes_sent``, per path) are server-side truth;
     ``log`` holds one dict per request with its path, Range, If-Range and
@@ -238,7 +239,7 @@ class Mirror:
         self._senders: dict[str, set] = collections.defaultdict(set)  # handlers sending a body, per path
         self._doomed: set = set()  # handlers to reset at their next chunk (drop_at)
         self._connections: set[socket.socket] = set()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: LoopbackServer | None = None
         for path, data in (files or {}).items():
             self.add(path, data)
 
@@ -338,28 +339,20 @@ class Mirror:
 
     @property
     def base_url(self) -> str:
-        scheme = "https" if self.tls else "http"
-        return f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
+        return self._server.base_url
 
     def url(self, path: str) -> str:
         return self.base_url + path
 
     def start(self) -> Mirror:
         handler = type("Handler", (_Handler,), {"mirror": self})
-        server = _Server(("127.0.0.1", self.port), handler)
-        if self.tls:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(*self.tls)
-            server.socket = context.wrap_socket(server.socket, server_side=True)
-        self._server = server
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self._server = LoopbackServer(handler, port=self.port, tls=self.tls).start()
         return self
 
     def stop(self) -> None:
         self.stopping.set()
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
         with self.lock:
             conns = list(self._connections)
         for conn in conns:
@@ -377,18 +370,6 @@ class Mirror:
     def stats(self) -> dict:
         with self.lock:
             return {"requests": dict(self.requests), "bytes_sent": dict(self.bytes_sent)}
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        """Clients that cut connections are the point of this server; only report real bugs."""
-        import sys
-
-        if not isinstance(sys.exc_info()[1], OSError):
-            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -16,12 +16,13 @@ import json
 import shutil
 import socket
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+
+from tests.loopback import LoopbackServer
 
 REGISTRY = "127.0.0.1:5000"
 USER = "bake"
@@ -173,8 +174,8 @@ class AnsweringRegistry:
         self, status: int, body: dict | None = None, *, bearer: bool = False, token_status: int = 200
     ):
         self.status, self.body, self.bearer, self.token_status = status, body or {}, bearer, token_status
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+        self.server = LoopbackServer(self._handler())
+        self.host = f"127.0.0.1:{self.server.port}"
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         registry = self
@@ -210,12 +211,11 @@ class AnsweringRegistry:
         return Handler
 
     def __enter__(self) -> AnsweringRegistry:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.stop()
 
 
 def docker_login(host: str, password: str = PASSWORD) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -25,6 +25,7 @@ from bake.errors import ManifestError, UsageError
 from bake.fetch import FetchFailed, FetchOptions, candidate_urls, fetch_assets, parse_mirrors
 from bake.fetch.progress import Progress
 from bake.manifest import Asset
+from tests.loopback import LoopbackServer
 from tests.mirror import (
     Mirror,
     bad_range,
@@ -576,16 +577,11 @@ def test_http_proxy_and_no_proxy_are_honoured(
     data = blob(20 * KIB)
     mirror.add("/f.bin", data)
     handler = type("Proxy", (_ForwardProxy,), {"seen": []})
-    proxy = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=proxy.serve_forever, daemon=True).start()
-    try:
-        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.server_address[1]}")
+    with LoopbackServer(handler) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.base_url)
         if bypass:
             monkeypatch.setenv("NO_PROXY", "127.0.0.1")
         fetch_one(make_asset(data, mirror.url("/f.bin")), tmp_path)
-    finally:
-        proxy.shutdown()
-        proxy.server_close()
     assert (tmp_path / "dest/data/blob.bin").read_bytes() == data
     assert handler.seen == ([] if bypass else [mirror.url("/f.bin")])
     assert [e["via_proxy"] for e in mirror.log] == [False]
@@ -629,17 +625,10 @@ def test_https_proxy_tunnels_with_connect(
 ) -> None:
     data = blob(2 * MIB)
     handler = type("Proxy", (_ConnectProxy,), {"seen": []})
-    proxy = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    proxy.daemon_threads = True
-    threading.Thread(target=proxy.serve_forever, daemon=True).start()
-    try:
-        with Mirror({"/f.bin": data}, tls=tls_cert) as secure:
-            monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.server_address[1]}")
-            fetch_one(make_asset(data, secure.url("/f.bin")), tmp_path, ca_bundle=tls_cert[0], connections=2)
-            target = secure.base_url.removeprefix("https://")
-    finally:
-        proxy.shutdown()
-        proxy.server_close()
+    with LoopbackServer(handler) as proxy, Mirror({"/f.bin": data}, tls=tls_cert) as secure:
+        monkeypatch.setenv("HTTPS_PROXY", proxy.base_url)
+        fetch_one(make_asset(data, secure.url("/f.bin")), tmp_path, ca_bundle=tls_cert[0], connections=2)
+        target = secure.base_url.removeprefix("https://")
     assert (tmp_path / "dest/data/blob.bin").read_bytes() == data
     assert handler.seen and set(handler.seen) == {target}  # every connection went through the tunnel
 

@@ -16,7 +16,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from bake.manifest import parse_manifest
 from tests.hub_server import LoopbackHub
+from tests.loopback import LoopbackServer
 from tests.mirror import Mirror
 
 from . import bake_command, blob, cli_env, manifest_text, sha256
@@ -186,9 +187,8 @@ class ScriptedServer:
     def __init__(self) -> None:
         self.script: list[Answer] = []
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/payload.bin"
+        self.server = LoopbackServer(self._handler())
+        self.url = self.server.url("/payload.bin")
 
     def next_answer(self) -> Answer:
         with self.lock:
@@ -218,12 +218,11 @@ class ScriptedServer:
         return Handler
 
     def __enter__(self) -> ScriptedServer:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.stop()
 
 
 @pytest.fixture(scope="module")
