@@ -8,58 +8,173 @@
 #        bake-entrypoint                         set up, run nothing, exit 0
 #
 # What to serve, and where, is data: $BAKE_ASSETS/bake.serve (default
-# /opt/bake/assets), written by `bake seal` (docs: SERVE_FORMAT). Its `loc` lines
-# are the consumers' lookup locations ($VAR, or ${VAR:-DEFAULT}/SUB), its `file`
-# lines the baked files served at each, its `link` lines relative links among
-# them. It is read with `read`, never sourced or eval'd; this script names no
-# consumer. Per location:
-#   nothing, an empty directory or a dangling link, on the container's own
-#   filesystem (or a tmpfs) -> a real directory, with a link per baked file into
-#   $BAKE_ASSETS (real directories for nested names, links only at the leaves).
-#   node storage: the location, or its nearest existing ancestor, is on another
-#   filesystem than / that is not a tmpfs (a volume, a bind mount), or it
-#   already holds data -> gains a verified copy of each missing baked file
-#   (seeding, below), then the link records whose targets are copies there.
-#   Never a link into the image, which would dangle for jobs of other images;
-#   nothing there is changed or removed. A regular file of the baked size at a
-#   baked name counts as that file.
-#   node storage that cannot be seeded (read-only, BAKE_SEED=0, a copy in
-#   progress in another job, a different file under a baked name) -> a $VAR
-#   location is re-pointed, for this job only, to a job-local directory linking
-#   the baked files and then the location's own entries (baked files win a
-#   shared name); a ${VAR:-...}/SUB location gets a warning.
-#   a file where a directory belongs -> left alone, with a warning.
-#   An unset or empty $VAR is exported to a job-local directory. A ${VAR:-...}
-#   location that cannot be created exports VAR to a job-local directory, and
-#   the ready line says so. Job-local: a fresh `mktemp -d` under ${TMPDIR:-/tmp},
-#   private to this job.
-# Seeding one file: under its lock file (flock(1), released by the kernel when a
-# job dies, so a killed copier never blocks later ones; the Hub's lock paths are
-# the Hub client's own), copy to a hidden partial beside it, check its size and
-# its sha256 against SHA256SUMS, fsync, then hard-link it to the final name: a
-# rename that never replaces. A job that finds the lock taken does not wait.
-# Without flock on PATH, node storage is not seeded.
+# /opt/bake/assets), written by `bake seal`, specified in docs/SERVE_FORMAT.md.
+# This script names no consumer. It reads the head of that file (locations, and
+# per consumer its set, directories and placements) with `read`; the per-file
+# records are read by awk, and only when a location must be proved or copied file
+# by file. Nothing is sourced or eval'd. Per location:
+#   already served: a stamp in bake's own directory there, newer than every
+#   directory of the served tree, proves it with no process started.
+#   the container's own filesystem (nothing there, an empty directory, a dangling
+#   link, or a directory bake made), a tmpfs, or a job-local directory: the
+#   linked view, links into $BAKE_ASSETS made whole per placement (`cp -rsT`
+#   per tree, one link for a directory the consumer never writes into).
+#   node storage: another filesystem than / that is no tmpfs (a volume, a bind
+#   mount), or a directory on / that already holds data: the copied view, a
+#   verified copy of each missing baked file (never a link into the image, and
+#   nothing there changed or removed). One job copies, under a lock in bake's
+#   own directory; the others wait for it, at most 10 s plus 1 s per 32 MiB of
+#   the location's files, then prove it.
+#   node storage that cannot be served: a $VAR location is re-pointed, for this
+#   job only, to a job-local directory linking the baked files and then the
+#   location's finished files and directories; a ${VAR:-...}/SUB location exports
+#   VAR to a job-local directory when the wait ran out or something was in the
+#   way, and gets a warning when it cannot be written or under BAKE_SEED=0.
+#   a file where a directory belongs: left alone, with a warning.
+# Node storage is never followed through a link and never blocks: bake's
+# directories, lock and partials there are created as new entries (mkdir,
+# O_EXCL, mktemp); a link, FIFO or device at one of those names, or at a baked
+# name, is never opened: that location is served job-local, with a warning.
 #
-# Environment: BAKE_ASSETS, BAKE_VERIFY=1 (sha256sum -c first; exit 3 on a
-# mismatch), BAKE_REQUIRE=1 (exit 6 if any location cannot be served),
-# BAKE_QUIET=1 (no ready line), BAKE_SEED=0 (never copy into node storage).
-# Flags take 1/true/yes/on or 0/false/no/off/empty.
+# Environment: BAKE_ASSETS, BAKE_VERIFY=1 (sha256sum -c first, and a hash of the
+# node copies served; exit 3 on a mismatch), BAKE_REQUIRE=1 (exit 6 if any
+# location cannot be served), BAKE_QUIET=1 (no ready line), BAKE_SEED=0 (never
+# copy into node storage). Flags take 1/true/yes/on or 0/false/no/off/empty.
 # Exit codes before the job: 2 bad usage, 3 verification, 6 unservable.
 #
-# Shape: small functions with `local`, as docker-library's entrypoints. Those
-# that run once return through stdout; those on the per-file path set one named
-# result variable instead, since `$(...)` forks in dash and a start that finds
-# everything served must stay fork-free (the budget is 10 ms).
+# Shape: small functions with `local`, as docker-library's entrypoints; those on
+# the per-location path set one named result variable instead of printing, since
+# `$(...)` forks in dash and a start that finds everything served starts no
+# process at all.
 set -eu
 # No word splitting or globbing of data: globs are switched on only where a
-# directory is listed, and lists of paths are kept in positional parameters.
+# directory is listed, and lists are split on newlines only, in `local IFS`.
 set -f
 
 _nl='
 '
 _tab='	'
-# _serve_at's statuses.
-_SERVED=0 _CANNOT_MAKE=1 _NOT_SEEDED=2 _NOT_A_DIR=3
+# What _serve_at returns: served; cannot be made or written here (own filesystem);
+# node storage left as is, with a warning for ${VAR:-...}/SUB (BAKE_SEED=0, unwritable,
+# a bad copy); node storage served job-local instead (a wait ran out, something in the
+# way); a file where a directory belongs.
+_SERVED=0 _CANNOT_MAKE=1 _KEEP=2 _MOVE=3 _NOT_A_DIR=4
+# Local-disk speed for the wait bound: a copy, read, hashed and written once.
+_DISK_BYTES_PER_S=33554432 _WAIT_MARGIN_S=10
+
+# The per-file half of bake.serve (SERVE_FORMAT.md): the `file` and `link` records of one
+# consumer, checked as a reader must, against `stat` lines on stdin. -v c=CONSUMER
+# view=linked|copied mode=names|check|plan|sums report=0|1 sets=" A B "; a path comes
+# through the environment (_bake_out), since -v would read backslashes in it as escapes.
+# names: NUL-separated names to stat; check: `ok`, or `problem NAME WHY` lines (and
+# `refused LINE WHY`); plan: also $_bake_out/list and /sums for the missing ones, and
+# `copy COUNT BYTES`; sums: sha256sum -c input for every file record.
+# shellcheck disable=SC2016 # awk's own $1..., not the shell's
+_AWK='
+BEGIN {
+	FS = "\t"
+	for (i = 1; i < 32; i++) if (i != 9) ctl = ctl sprintf("%c", i)
+	ctl = "[" ctl sprintf("%c", 127) "]"
+}
+function plain(p,   n, a, i) {
+	if (p == "" || substr(p, 1, 1) == "/") return 0
+	n = split(p, a, "/")
+	for (i = 1; i <= n; i++) if (a[i] == "" || a[i] == "." || a[i] == "..") return 0
+	return 1
+}
+function hex64(s) { return length(s) == 64 && s !~ /[^0-9a-f]/ }
+function digits(s) { return s != "" && s !~ /[^0-9]/ }
+function refuse(why) { if (report && mode == "check") printf "refused\t%d\t%s\n", FNR, why; return 0 }
+function resolve(name, target,   n, a, m, b, i, k, r) {
+	n = split(name, a, "/"); k = n - 1
+	m = split(target, b, "/")
+	for (i = 1; i <= m; i++) {
+		if (b[i] == "..") { if (k == 0) return ""; k-- }
+		else if (b[i] == "" || b[i] == ".") return ""
+		else a[++k] = b[i]
+	}
+	for (i = 1; i <= k; i++) r = r (i > 1 ? "/" : "") a[i]
+	return r
+}
+function named(kind,   k) {
+	if (index(sets, " " $2 " ") == 0) return refuse("a CONSUMER with a set record above, saw \047" $2 "\047")
+	if (kind == "file" && $3 != "both" && $3 != "copied") return refuse("VIEW both or copied, saw \047" $3 "\047")
+	k = kind == "file" ? 4 : 3
+	if (!plain($k)) return refuse("NAME as a path inside the location, saw \047" $k "\047")
+	if (($2 SUBSEP $k) in seen) return refuse("one file or link record per NAME, saw \047" $k "\047 twice")
+	return 1
+}
+function accept(   i, t) {
+	if (length($0) > 4096) return refuse("a line of at most 4096 bytes")
+	if ($0 ~ ctl) return refuse("fields without control characters")
+	for (i = 1; i <= NF; i++) if (length($i) > 1024) return refuse("fields of at most 1024 bytes")
+	if ($1 == "file") {
+		if (NF != 6) return refuse("6 tab-separated fields, saw " NF)
+		if (!named("file")) return 0
+		if (!digits($5)) return refuse("SIZE in bytes, saw \047" $5 "\047")
+		if (!hex64($6)) return refuse("SHA256 as 64 lower-case hex characters, saw \047" $6 "\047")
+		seen[$2 SUBSEP $4] = 1; isfile[$2 SUBSEP $4] = 1
+		return 1
+	}
+	if ($1 == "link") {
+		if (NF != 4) return refuse("4 tab-separated fields, saw " NF)
+		if (!named("link")) return 0
+		t = resolve($3, $4)
+		if (t == "" || !(($2 SUBSEP t) in isfile)) return refuse("TARGET naming a file record above inside the location, saw \047" $4 "\047")
+		seen[$2 SUBSEP $3] = 1
+		return 1
+	}
+	if (index(" loc set dir place skip ", " " $1 " ")) return refuse("a " $1 " record before the first file or link record")
+	return refuse("a loc, set, dir, place, skip, file or link record, saw kind \047" $1 "\047")
+}
+FNR == NR {
+	if (FNR == 1 || $0 == "" || substr($0, 1, 1) == "#") next
+	if (!tail && $1 != "file" && $1 != "link") next
+	tail = 1
+	if (!accept() || $2 != c) next
+	if ($1 == "file") {
+		name[++n] = $4; type[$4] = "file"; size[$4] = $5; sum[$4] = $6
+		serves[$4] = view == "copied" || $3 == "both"
+	} else {
+		name[++n] = $3; type[$3] = "link"; target[$3] = $4; via[$3] = resolve($3, $4); serves[$3] = 1
+	}
+	next
+}
+{ got[$3] = $1; gsize[$3] = $2; gn[$3] = $4 }
+function judge(nm,   t, want) {
+	t = got[nm]
+	if (view == "copied" && type[nm] == "link") {
+		want = " -> \047" target[nm] "\047"
+		if (t != "symbolic link") return "a " t ", where a link to " target[nm] " belongs"
+		if (length(gn[nm]) < length(want) || substr(gn[nm], length(gn[nm]) - length(want) + 1) != want) return "a link to somewhere else, where a link to " target[nm] " belongs"
+		return ""
+	}
+	want = type[nm] == "link" ? size[via[nm]] : size[nm]
+	if (t != "regular file" && t != "regular empty file") return "a " t ", not a regular file"
+	if (gsize[nm] != want) return gsize[nm] " bytes, not the baked " want
+	return ""
+}
+END {
+	for (i = 1; i <= n; i++) {
+		nm = name[i]
+		if (!serves[nm]) continue
+		if (mode == "names") { printf "%s%c", nm, 0; continue }
+		if (mode == "sums") { if (type[nm] == "file") printf "%s  %s\n", sum[nm], nm; continue }
+		if (!(nm in got)) {
+			if (mode == "plan") {
+				print "./" nm > (ENVIRON["_bake_out"] "/list")
+				if (type[nm] == "file") { printf "%s  ./%s\n", sum[nm], nm > (ENVIRON["_bake_out"] "/sums"); bytes += size[nm] }
+				copies++
+				continue
+			}
+			why = "nothing there"
+		} else if ((why = judge(nm)) == "") continue
+		if (++problems <= 3) printf "problem\t%s\t%s\n", nm, why
+	}
+	if (mode == "plan") printf "copy\t%d\t%.0f\n", copies, bytes
+	if (mode != "names" && mode != "sums" && !problems) print "ok"
+}
+'
 
 _say() { # $*: one line to stderr
 	printf '%s\n' "bake: $*" >&2
@@ -119,7 +234,7 @@ _parse_args() { # "$@": sets _mode to run or env; exits for --help and bad usage
 	esac
 }
 
-# --- bake.serve, read into tables: _loc_<field>_<n>, _file_<field>_<n>, _link_<field>_<n>
+# --- the head of bake.serve, read into tables: _loc_<field>_<n>, _set_<field>_<n>
 
 _plain_path() { # $1: succeed when it is relative path components, none empty, . or ..
 	case /$1/ in
@@ -136,93 +251,116 @@ _loc_index() { # $1 loc ID: sets _index to its row, or fails
 	return 1
 }
 
+_set_index() { # $1 consumer: sets _index to its set row, or fails
+	_index=1
+	while [ "$_index" -le "$_nsets" ]; do
+		eval "[ \"\$_set_consumer_$_index\" != \"\$1\" ]" || return 0
+		_index=$((_index + 1))
+	done
+	return 1
+}
+
 _load_loc() { # loc ID CONSUMER MODE VAR SUB FALLBACK: add a row, or set _reason and fail
 	local fallback="$7"
-	[ $# -eq 7 ] || { _reason="7 tab-separated fields, saw $#" && return 1; }
 	case $2 in '' | *[!A-Za-z0-9_.-]*) _reason="an ID of letters, digits, _ . -, saw '$2'" && return 1 ;; esac
 	! _loc_index "$2" || { _reason="one loc line per ID, saw '$2' twice" && return 1; }
-	case $5 in
-	[A-Za-z_]*) ;;
-	*) _reason="a variable name, saw '$5'" && return 1 ;;
+	case $3 in
+	- | [A-Za-z0-9]*) case $3 in -) ;; *[!A-Za-z0-9._-]*) _reason="a CONSUMER name or -, saw '$3'" && return 1 ;; esac ;;
+	*) _reason="a CONSUMER name or -, saw '$3'" && return 1 ;;
 	esac
 	case $5 in
-	*[!A-Za-z0-9_]* | PATH | HOME | IFS | TMPDIR | LD_* | BAKE_*) _reason="a variable name other than PATH, HOME, IFS, TMPDIR, LD_* and BAKE_*, saw '$5'" && return 1 ;;
+	'' | [!A-Za-z_]* | *[!A-Za-z0-9_]* | PATH | IFS | ENV | BASH_ENV | CDPATH | PWD | OLDPWD | HOME | SHELL | PS4 | TMPDIR | \
+		JAVA_TOOL_OPTIONS | LD_* | PYTHON* | PERL5* | RUBY* | NODE_* | BAKE_*)
+		_reason="a variable name other than PATH, IFS, ENV, BASH_ENV, CDPATH, PWD, OLDPWD, HOME, SHELL, PS4, TMPDIR, LD_*, PYTHON*, PERL5*, RUBY*, NODE_*, JAVA_TOOL_OPTIONS and BAKE_*, saw '$5'"
+		return 1
+		;;
 	esac
 	[ -z "$6" ] || _plain_path "$6" || { _reason="SUB as plain relative components, saw '$6'" && return 1; }
-	case $4:$7 in
-	export:) [ -z "$6" ] || { _reason="no SUB for an export location, saw '$6'" && return 1; } ;;
-	under:@*)
-		_loc_index "${7#@}" || { _reason="FALLBACK @ID naming an earlier loc line, saw '$7'" && return 1; }
+	case $4:$6:$7 in
+	export::) ;;
+	under:*:@*)
+		_loc_index "${7#@}" || { _reason="MODE export with no SUB or FALLBACK, or under with /PATH, \$HOME[/PATH] or an earlier @ID, saw '$4', '$6' and '$7'" && return 1; }
 		fallback=@$_index
 		;;
-	under:\$HOME | under:/) ;;
-	under:\$HOME/* | under:/*)
-		_plain_path "${7#*/}" || { _reason="FALLBACK as plain path components, saw '$7'" && return 1; }
+	under:*:\$HOME | under:*:/) ;;
+	under:*:\$HOME/* | under:*:/*)
+		_plain_path "${7#*/}" || { _reason="MODE export with no SUB or FALLBACK, or under with /PATH, \$HOME[/PATH] or an earlier @ID, saw '$4', '$6' and '$7'" && return 1; }
 		;;
-	*) _reason="MODE export with no FALLBACK, or under with /PATH, \$HOME[/PATH] or @ID, saw '$4' and '$7'" && return 1 ;;
+	*) _reason="MODE export with no SUB or FALLBACK, or under with /PATH, \$HOME[/PATH] or an earlier @ID, saw '$4', '$6' and '$7'" && return 1 ;;
 	esac
 	_nlocs=$((_nlocs + 1))
 	eval "_loc_id_$_nlocs=\$2 _loc_consumer_$_nlocs=\$3 _loc_mode_$_nlocs=\$4 _loc_var_$_nlocs=\$5"
-	eval "_loc_sub_$_nlocs=\$6 _loc_fallback_$_nlocs=\$fallback _loc_files_$_nlocs= _loc_links_$_nlocs= _loc_at_$_nlocs= _loc_unserved_$_nlocs="
+	eval "_loc_sub_$_nlocs=\$6 _loc_fallback_$_nlocs=\$fallback _loc_at_$_nlocs= _loc_unserved_$_nlocs="
 }
 
-_load_file() { # file ID ASSET NAME SIZE LOCK: add a row, or set _reason and fail
-	[ $# -eq 6 ] || { _reason="6 tab-separated fields, saw $#" && return 1; }
-	_loc_index "$2" || { _reason="the ID of a loc line above, saw '$2'" && return 1; }
-	_plain_path "$3" || { _reason="ASSET as a path inside BAKE_ASSETS, saw '$3'" && return 1; }
-	_plain_path "$4" || { _reason="NAME as a path inside the location, saw '$4'" && return 1; }
-	case $5 in '' | *[!0-9]*) _reason="SIZE in bytes, saw '$5'" && return 1 ;; esac
-	[ -z "$6" ] || _plain_path "$6" || { _reason="LOCK as a path inside the location, saw '$6'" && return 1; }
-	_nfiles=$((_nfiles + 1))
-	eval "_file_asset_$_nfiles=\$3 _file_name_$_nfiles=\$4 _file_size_$_nfiles=\$5 _file_lock_$_nfiles=\$6"
-	eval "_loc_files_$_index=\"\$_loc_files_$_index $_nfiles\""
+_load_set() { # set CONSUMER DIGEST BYTES STATE ROOT SHOWN: add a row, or set _reason and fail
+	local row=1 named=''
+	while [ "$row" -le "$_nlocs" ]; do
+		eval "[ \"\$_loc_consumer_$row\" != \"\$2\" ]" || named=1
+		row=$((row + 1))
+	done
+	[ -n "$named" ] && [ "$2" != - ] || { _reason="a CONSUMER named by a loc record above, saw '$2'" && return 1; }
+	! _set_index "$2" || { _reason="one set record per consumer, saw '$2' twice" && return 1; }
+	case $3 in *[!0-9a-f]* | '') _reason="DIGEST as 64 lower-case hex characters, saw '$3'" && return 1 ;; esac
+	[ "${#3}" -eq 64 ] || { _reason="DIGEST as 64 lower-case hex characters, saw '$3'" && return 1; }
+	case $4 in *[!0-9]* | '') _reason="BYTES as decimal digits, saw '$4'" && return 1 ;; esac
+	case $5 in .*) _plain_path "$5" ;; *) false ;; esac || { _reason="STATE as plain components, the first hidden (.NAME), saw '$5'" && return 1; }
+	_plain_path "$6" || { _reason="ROOT as a path inside BAKE_ASSETS, saw '$6'" && return 1; }
+	_nsets=$((_nsets + 1))
+	eval "_set_consumer_$_nsets=\$2 _set_digest_$_nsets=\$3 _set_bytes_$_nsets=\$4 _set_state_$_nsets=\$5"
+	eval "_set_root_$_nsets=\$6 _set_shown_$_nsets=\$7 _set_dirs_$_nsets= _set_places_$_nsets= _set_skips_$_nsets="
 }
 
-_load_link() { # link ID NAME TARGET: add a row, or set _reason and fail
-	local up="$4" depth=0 rest="$3"
-	[ $# -eq 4 ] || { _reason="4 tab-separated fields, saw $#" && return 1; }
-	_loc_index "$2" || { _reason="the ID of a loc line above, saw '$2'" && return 1; }
-	_plain_path "$3" || { _reason="NAME as a path inside the location, saw '$3'" && return 1; }
-	# The target climbs at most as many levels as the link sits deep: it stays inside.
-	while case $rest in */*) true ;; *) false ;; esac do
-		rest=${rest#*/}
-		depth=$((depth + 1))
-	done
-	while case $up in ../*) true ;; *) false ;; esac do
-		up=${up#../}
-		depth=$((depth - 1))
-	done
-	if [ "$depth" -lt 0 ] || ! _plain_path "$up"; then
-		_reason="TARGET resolving inside the location, saw '$4'"
-		return 1
-	fi
-	_nlinks=$((_nlinks + 1))
-	eval "_link_name_$_nlinks=\$3 _link_target_$_nlinks=\$4"
-	eval "_loc_links_$_index=\"\$_loc_links_$_index $_nlinks\""
-}
-
-_load_record() { # $1 line: split at tabs (empty fields kept) and add it; set _reason and fail if malformed
-	local rest="$1$_tab"
-	set --
-	while [ -n "$rest" ]; do
-		set -- "$@" "${rest%%"$_tab"*}"
-		rest=${rest#*"$_tab"}
-	done
-	case $1 in
-	loc) _load_loc "$@" ;;
-	file) _load_file "$@" ;;
-	link) _load_link "$@" ;;
-	*)
-		_reason="a loc, file or link record, saw kind '$1'"
-		return 1
+_load_part() { # dir/place/skip CONSUMER ...: add it to its consumer's set row, or set _reason and fail
+	local kind="$1"
+	_set_index "$2" || { _reason="a CONSUMER with a set record above, saw '$2'" && return 1; }
+	case $kind in
+	dir)
+		case $3 in both | copied) ;; *) _reason="VIEW both or copied, saw '$3'" && return 1 ;; esac
+		[ "$4" = . ] || _plain_path "$4" || { _reason="PATH as . or plain relative components, saw '$4'" && return 1; }
+		eval "_set_dirs_$_index=\"\$_set_dirs_$_index\$3\$_tab\$4\$_nl\""
+		;;
+	place)
+		case $3 in tree | link | copy) ;; *) _reason="HOW tree, link or copy, saw '$3'" && return 1 ;; esac
+		_plain_path "$4" || { _reason="SOURCE as a path inside BAKE_ASSETS, saw '$4'" && return 1; }
+		[ "$5" = . ] || _plain_path "$5" || { _reason="DEST as . or a path inside the location, saw '$5'" && return 1; }
+		eval "_set_places_$_index=\"\$_set_places_$_index\$3\$_tab\$4\$_tab\$5\$_nl\""
+		;;
+	skip)
+		_plain_path "$3" || { _reason="NAME as a path inside the location, saw '$3'" && return 1; }
+		eval "_set_skips_$_index=\"\$_set_skips_$_index\$3\$_nl\""
 		;;
 	esac
 }
 
-_load_serve() { # read $_assets/bake.serve; fails (with _reason) when it is missing or not v1
+_load_record() { # $1 line: split at tabs (empty fields kept) and add it; set _reason and fail if malformed
+	local rest="$1$_tab" field
+	if [ "${#1}" -gt 4096 ]; then _reason="a line of at most 4096 bytes" && return 1; fi
+	set --
+	while [ -n "$rest" ]; do
+		field=${rest%%"$_tab"*}
+		rest=${rest#*"$_tab"}
+		case $field in *[[:cntrl:]]*) _reason="fields without control characters" && return 1 ;; esac
+		[ "${#field}" -le 1024 ] || { _reason="fields of at most 1024 bytes" && return 1; }
+		set -- "$@" "$field"
+	done
+	case $1:$# in
+	loc:7) _load_loc "$@" ;;
+	set:7) _load_set "$@" ;;
+	dir:4 | place:5 | skip:3) _load_part "$@" ;;
+	loc:* | set:* | dir:* | place:* | skip:*)
+		case $1 in loc | set) _reason=7 ;; dir) _reason=4 ;; place) _reason=5 ;; *) _reason=3 ;; esac
+		_reason="$_reason tab-separated fields, saw $#"
+		return 1
+		;;
+	*) _reason="a loc, set, dir, place, skip, file or link record, saw kind '$1'" && return 1 ;;
+	esac
+}
+
+_load_serve() { # read the head of $_assets/bake.serve; fails (with _reason) when it is missing or not v1
 	local line number=0
-	_nlocs=0 _nfiles=0 _nlinks=0
-	if [ ! -r "$_assets/bake.serve" ]; then
+	_nlocs=0 _nsets=0
+	if [ ! -r "$_assets/bake.serve" ] || [ -d "$_assets/bake.serve" ]; then
 		if [ -d "$_assets" ]; then _reason="a directory without a readable bake.serve"; else _reason="nothing there"; fi
 		return 1
 	fi
@@ -232,11 +370,18 @@ _load_serve() { # read $_assets/bake.serve; fails (with _reason) when it is miss
 			[ "$line" = '# bake serve v1' ] || { _reason="a bake.serve whose first line is not '# bake serve v1'" && return 1; }
 			continue
 		fi
-		case $line in '' | '#'*) continue ;; esac
-		_load_record "$line" || _problem "$_assets/bake.serve line $number" "$_reason" "a line this entrypoint cannot read, skipped" \
-			"rebuild the image with the bake that wrote it, or use that bake's entrypoint"
+		case $line in
+		'' | '#'*) continue ;;
+		file | link | file"$_tab"* | link"$_tab"*) break ;; # the per-file records: awk's to read
+		esac
+		_load_record "$line" || _bad_line "$number" "$_reason"
 	done <"$_assets/bake.serve"
 	[ "$number" -gt 0 ] || { _reason="an empty bake.serve" && return 1; }
+}
+
+_bad_line() { # $1 line number, $2 the rule its record breaks: one problem
+	_problem "$_assets/bake.serve line $1" "$2" "a line this entrypoint cannot read, skipped" \
+		"rebuild the image with the bake that wrote it, or use that bake's entrypoint"
 }
 
 # --- where a location is
@@ -299,7 +444,8 @@ _resolve() { # $1 loc row: sets _resolved to its directory, absolute; empty when
 			;;
 		*) value=$fallback ;;
 		esac
-		# A set but empty variable reads as the working directory to its consumer: make both agree.
+		# Set but empty, a variable reads as the working directory to a consumer that takes
+		# it as a path (huggingface_hub, s3tokenizer): export the value served, so both agree.
 		if [ -n "$set" ] && [ -n "$value" ]; then _export "$var" "$value"; fi
 	fi
 	case $value in
@@ -310,14 +456,17 @@ _resolve() { # $1 loc row: sets _resolved to its directory, absolute; empty when
 	_resolved=$value
 }
 
-_on_node_fs() { # $1 existing path: succeed when it is on a filesystem other than / that is no tmpfs
+_fs_kind() { # $1 existing path: sets _kind to own (the container's own filesystem), tmpfs or node
 	local devices type
-	# What stat cannot answer counts as node storage: a copy is safe anywhere, a link is not.
+	_kind=node # what stat cannot answer counts as node storage: a copy is safe anywhere, a link is not
 	devices=$(stat -L -c %d / "$1" 2>/dev/null) || return 0
-	[ "${devices%"$_nl"*}" != "${devices#*"$_nl"}" ] || return 1
+	if [ "${devices%"$_nl"*}" = "${devices#*"$_nl"}" ]; then
+		_kind=own
+		return 0
+	fi
 	type=$(stat -f -L -c %t "$1" 2>/dev/null) || return 0
 	# tmpfs and ramfs are job-local: never copy hundreds of MiB into memory.
-	case $type in 1021994 | 01021994 | 858458f6) return 1 ;; esac
+	case $type in 1021994 | 01021994 | 858458f6) _kind=tmpfs ;; esac
 }
 
 _is_job_local() { # $1 path: succeed when it is in a job-local directory of this job
@@ -339,245 +488,406 @@ _job_dir() { # $1 variable: sets _made to a fresh private directory for it under
 	eval "_jobdir_$_njobdirs=\$_made"
 }
 
-# --- what is in a location
+# --- proving a location served
 
-_sizes_match() { # $1 sizes, space-separated, then one file each: succeed when every size is right
-	local want="$1" got line size
-	shift
-	got=$(stat -L -c %s -- "$@" 2>/dev/null) || return 1
-	got=$got$_nl
-	for size in $want; do
-		line=${got%%"$_nl"*}
-		got=${got#*"$_nl"}
-		[ "$line" = "$size" ] || return 1
+_state_ok() { # $1 directory, $2 set row: succeed when the set's state directory is there, real all the way
+	local state part='' entry IFS=/
+	eval "state=\$_set_state_$2"
+	for entry in $state; do
+		part=$part/$entry
+		[ -d "$1$part" ] && [ ! -L "$1$part" ] || return 1
 	done
 }
 
-_complete() { # $1 directory, $2 loc row: succeed when each file and link is there (sets _missing)
-	local dir="$1" files links sizes='' k name asset size
-	eval "files=\$_loc_files_$2 links=\$_loc_links_$2"
+_stamped() { # $1 directory, $2 set row: succeed when a stamp proves the set served there, starting no process
+	local dir="$1" stamp state digest dirs root entry view IFS
+	eval "digest=\$_set_digest_$2 state=\$_set_state_$2 dirs=\$_set_dirs_$2"
+	_state_ok "$dir" "$2" || return 1
+	stamp=$dir/$state/served.$digest
+	if [ -f "$stamp.linked" ] && [ ! -L "$stamp.linked" ]; then
+		IFS= read -r root <"$stamp.linked" || :
+		[ "${root:-}" = "$_assets" ] || return 1
+		view=linked stamp=$stamp.linked
+	elif [ -f "$stamp.copied" ] && [ ! -L "$stamp.copied" ]; then
+		view=copied stamp=$stamp.copied
+	else
+		return 1
+	fi
+	# A directory gains a newer mtime whenever an entry in it is added, removed or renamed.
+	IFS=$_nl
+	for entry in $dirs; do
+		[ "$view" = copied ] || [ "${entry%%"$_tab"*}" = both ] || continue
+		[ "$stamp" -nt "$dir/${entry#*"$_tab"}" ] || return 1
+	done
+}
+
+_stamp_begin() { # $1 directory, $2 set row: sets _tmp_stamp to a new file in the set's state directory, or empty
+	local state
+	eval "state=\$_set_state_$2"
+	_tmp_stamp=''
+	_state_ok "$1" "$2" || return 0
+	# Made before the proof: whatever changes after it makes a directory newer than the stamp.
+	_tmp_stamp=$(mktemp "$1/$state/.served.XXXXXX" 2>/dev/null) || _tmp_stamp=''
+	[ -z "$_tmp_stamp" ] || printf '%s\n' "$_assets" >"$_tmp_stamp" 2>/dev/null || _tmp_stamp=''
+}
+
+_stamp_end() { # $1 directory, $2 set row, $3 view, $4 1 to keep it: put the stamp begun in place, or drop it
+	local state digest stamp
+	[ -n "$_tmp_stamp" ] || return 0
+	eval "state=\$_set_state_$2 digest=\$_set_digest_$2"
+	stamp=$1/$state/served.$digest.$3
+	if [ -n "$4" ] && [ ! -L "$stamp" ] && { [ -f "$stamp" ] || [ ! -e "$stamp" ]; }; then
+		mv -f -T -- "$_tmp_stamp" "$stamp" 2>/dev/null && return 0
+	fi
+	rm -f -- "$_tmp_stamp" 2>/dev/null || :
+}
+
+_awk() { # $1 set row, $2 view, $3 mode, $4 - to read stat lines from stdin: the per-file program on bake.serve
+	local consumer sets='' row=1
+	eval "consumer=\$_set_consumer_$1"
+	while [ "$row" -le "$_nsets" ]; do
+		eval "sets=\"\$sets \$_set_consumer_$row\""
+		row=$((row + 1))
+	done
+	LC_ALL=C awk -v c="$consumer" -v view="$2" -v mode="$3" -v report="$_report" -v sets="$sets " \
+		"$_AWK" "$_assets/bake.serve" ${4:+"$4"}
+}
+
+_stat_listing() { # $1 directory, $2 set row, $3 view: one stat line per served name that exists there
+	local format="%F$_tab%s$_tab%n"
+	if [ "$3" = linked ]; then
+		_awk "$2" "$3" names | (cd -- "$1" && LC_ALL=C xargs -0 -r stat -L -c "$format" -- 2>/dev/null) || :
+	else
+		_awk "$2" "$3" names | (cd -- "$1" && LC_ALL=C xargs -0 -r stat -c "$format$_tab%N" -- 2>/dev/null) || :
+	fi
+}
+
+_judge() { # $1 awk's check output: set _missing/_why to its first problem; report refused lines; succeed on ok
+	local kind a b ok=''
+	_missing='' _why=''
+	while IFS=$_tab read -r kind a b; do
+		case $kind in
+		ok) ok=1 ;;
+		refused) _bad_line "$a" "$b" ;;
+		problem) [ -n "$_missing" ] || _missing=$a _why=$b ;;
+		copy) _copies=$a _copy_bytes=$b ;;
+		esac
+	done <<EOF
+$1
+EOF
+	_report=0 # each refused line once per start
+	[ -n "$ok" ]
+}
+
+_prove() { # $1 directory, $2 set row, $3 view: succeed when every file of the view is served there
+	local out
+	if ! command -v awk >/dev/null 2>&1; then
+		_missing='' _why="no awk on PATH to prove it file by file"
+		return 1
+	fi
+	out=$(_stat_listing "$1" "$2" "$3" | _awk "$2" "$3" check - 2>/dev/null) || :
+	_judge "$out"
+}
+
+# --- the linked view: links into the image, in a constant number of processes
+
+_mkdirs() { # $1 directory, $2 set row, $3 views to make (both, or both and copied): mkdir -p them all
+	local dirs entry IFS
+	eval "dirs=\$_set_dirs_$2"
+	set -- "$1"
+	IFS=$_nl
+	for entry in $dirs; do
+		case $3:${entry%%"$_tab"*} in both:copied) continue ;; esac
+		set -- "$@" "$1/${entry#*"$_tab"}"
+	done
+	mkdir -p -- "$@" 2>/dev/null || :
+}
+
+_place() { # $1 directory, $2 set row: make every placement; succeed when each made all it had to
+	local places skips entry how source dest all=0 IFS
+	eval "places=\$_set_places_$2 skips=\$_set_skips_$2"
+	IFS=$_nl
+	for entry in $places; do
+		how=${entry%%"$_tab"*}
+		source=${entry#*"$_tab"}
+		dest=${source#*"$_tab"}
+		source=$_assets/${source%%"$_tab"*}
+		dest=$1/$dest
+		case $how in
+		tree) cp -r -s -T -- "$source" "$dest" 2>/dev/null || all=1 ;;
+		link)
+			if [ -e "$dest" ] || [ -L "$dest" ]; then
+				[ "$dest" -ef "$source" ] || all=1
+			else
+				ln -s -- "$source" "$dest" 2>/dev/null || all=1
+			fi
+			;;
+		copy) [ -e "$dest" ] || [ -L "$dest" ] || cp -- "$source" "$dest" 2>/dev/null || all=1 ;;
+		esac
+	done
 	set --
-	for k in $files; do
-		eval "name=\$_file_name_$k asset=\$_file_asset_$k size=\$_file_size_$k"
-		_missing=$name
-		[ ! "$dir/$name" -ef "$_assets/$asset" ] || continue
-		[ -f "$dir/$name" ] || return 1
-		set -- "$@" "$dir/$name"
-		sizes="$sizes $size"
+	for entry in $skips; do
+		[ ! -L "$1/$entry" ] || set -- "$@" "$1/$entry"
 	done
-	for k in $links; do
-		eval "_missing=\$_link_name_$k"
-		[ -e "$dir/$_missing" ] || return 1
-	done
-	_missing=
-	[ $# -eq 0 ] || _sizes_match "$sizes" "$@" && return 0
-	# Which one, for the message: a stat per file, on this failing path only.
-	for k in $files; do
-		eval "_missing=\$_file_name_$k asset=\$_file_asset_$k size=\$_file_size_$k"
-		[ "$dir/$_missing" -ef "$_assets/$asset" ] || _sizes_match "$size" "$dir/$_missing" || return 1
-	done
-	return 1
+	[ $# -eq 0 ] || rm -f -- "$@" 2>/dev/null || all=1
+	return "$all"
 }
 
-_ours() { # $1 path inside the location, $2 loc row, $3 entry: succeed when bake makes it there
-	local files links k name asset
-	eval "files=\$_loc_files_$2 links=\$_loc_links_$2"
-	for k in $files; do
-		eval "name=\$_file_name_$k asset=\$_file_asset_$k"
-		if [ -L "$3" ]; then
-			[ "$name" != "$1" ] || [ ! "$3" -ef "$_assets/$asset" ] || return 0
-		else
-			case $name in "$1"/*) return 0 ;; esac
-		fi
-	done
-	for k in $links; do
-		eval "name=\$_link_name_$k"
-		if [ -L "$3" ]; then
-			[ "$name" != "$1" ] || return 0
-		else
-			case $name in "$1"/*) return 0 ;; esac
-		fi
-	done
-	return 1
+_linked() { # $1 directory, $2 set row, $3 1 for a fresh job-local one: serve the linked view; returns a status
+	local dir="$1" state proven=''
+	eval "state=\$_set_state_$2"
+	if [ -n "$3" ]; then
+		_mkdirs "$dir" "$2" both
+		_place "$dir" "$2" && return "$_SERVED"
+		_reason="a job-local directory that could not be filled (no space in ${TMPDIR:-/tmp}?)"
+		return "$_CANNOT_MAKE"
+	fi
+	# The marker first, so that a job starting beside this one sees a directory bake makes.
+	mkdir -p -- "$dir/$state" 2>/dev/null || :
+	: >>"$dir/$state/links" 2>/dev/null || :
+	_mkdirs "$dir" "$2" both
+	_stamp_begin "$dir" "$2"
+	# A placement that made every link itself is its own proof; else one stat for all files.
+	if _place "$dir" "$2" || _prove "$dir" "$2" linked; then proven=1; fi
+	_stamp_end "$dir" "$2" linked "$proven"
+	[ -z "$proven" ] || return "$_SERVED"
+	_reason="a location that could not be created or written (read-only, or no permission)${_missing:+: $_missing is $_why}"
+	return "$_CANNOT_MAKE"
 }
 
-_only_ours() { # $1 directory, $2 its path inside the location, $3 loc row: succeed when it holds no data
-	local inside="$2" row="$3" entry rel
+_empty() { # $1 directory, $2 set row: succeed when it holds nothing but bake's own directory
+	local state entry
+	eval "state=\$_set_state_$2"
 	set +f
 	set -- "$1"/* "$1"/.[!.]* "$1"/..?*
 	set -f
 	for entry do
-		[ -e "$entry" ] || [ -L "$entry" ] || continue # an unmatched glob
-		rel=$inside${entry##*/}
-		case $rel in *"$_nl"*) return 1 ;; esac
-		if [ -L "$entry" ] || [ ! -d "$entry" ]; then
-			[ -L "$entry" ] && _ours "$rel" "$row" "$entry" || return 1
-		else
-			_ours "$rel" "$row" "$entry" && _only_ours "$entry" "$rel/" "$row" || return 1
-		fi
+		{ [ -e "$entry" ] || [ -L "$entry" ]; } || continue # an unmatched glob
+		[ "${entry##*/}" = "${state%%/*}" ] || return 1
 	done
 }
 
-# --- filling a location
+# --- the copied view: verified copies into node storage, one job at a time
 
-_link_files() { # $1 directory, $2 loc row: link each missing baked file into the image
-	local dir="$1" files k name asset parent='' base
-	eval "files=\$_loc_files_$2"
+_special() { # $1 path: succeed, setting _why, when something other than a real directory or nothing is there
+	if [ -L "$1" ]; then
+		_why="a symbolic link"
+	elif [ -d "$1" ] || [ ! -e "$1" ]; then
+		return 1
+	elif [ -p "$1" ]; then
+		_why="a FIFO"
+	elif [ -b "$1" ] || [ -c "$1" ]; then
+		_why="a device"
+	else
+		_why="a file"
+	fi
+}
+
+_in_the_way() { # $1 path: set _reason for something at a name bake needs in node storage, and fail
+	_reason="node storage where $1 is $_why, which is never followed or opened"
+	_hostile=1
+	return 1
+}
+
+_node_dirs() { # $1 directory, $2 set row: make bake's state and each directory of the copied view, never through a link
+	local dir="$1" state dirs entry part='' IFS
+	eval "state=\$_set_state_$2 dirs=\$_set_dirs_$2"
 	set --
-	for k in $files; do
-		eval "name=\$_file_name_$k"
-		case $name in */*) set -- "$@" "$dir/${name%/*}" ;; esac
+	IFS=/
+	for entry in $state; do
+		part=$part/$entry
+		set -- "$@" "$dir$part"
 	done
-	[ $# -eq 0 ] || mkdir -p -- "$@" 2>/dev/null || :
-	# One ln per directory: `ln -s A B DIR/` names each link after its target.
-	set --
-	for k in $files; do
-		eval "name=\$_file_name_$k asset=\$_file_asset_$k"
-		[ ! -e "$dir/$name" ] && [ ! -L "$dir/$name" ] || continue
-		base=${name##*/}
-		case $name in */*) name=$dir/${name%/*} ;; *) name=$dir ;; esac
-		if [ "$base" != "${asset##*/}" ]; then
-			ln -s -T -- "$_assets/$asset" "$name/$base" 2>/dev/null || :
-			continue
-		fi
-		if [ "$name" != "$parent" ] && [ $# -gt 0 ]; then
-			ln -s -- "$@" "$parent/" 2>/dev/null || :
-			set --
-		fi
-		parent=$name
-		set -- "$@" "$_assets/$asset"
+	IFS=$_nl
+	for entry in $dirs; do
+		entry=${entry#*"$_tab"}
+		[ "$entry" = . ] || set -- "$@" "$dir/$entry"
 	done
-	[ $# -eq 0 ] || ln -s -- "$@" "$parent/" 2>/dev/null || :
-}
-
-_add_links() { # $1 directory, $2 loc row, $3 1 for node storage: make each absent link record
-	local dir="$1" links k name target parent
-	eval "links=\$_loc_links_$2"
-	for k in $links; do
-		eval "name=\$_link_name_$k target=\$_link_target_$k"
-		[ ! -e "$dir/$name" ] && [ ! -L "$dir/$name" ] || continue
-		# Where the target lands, worked out on the names: the link's directory may not exist yet,
-		# and is made only once the target is there.
-		parent=${name%/*}
-		[ "$parent" != "$name" ] || parent=
-		while case $target in ../*) true ;; *) false ;; esac do
-			target=${target#../}
-			case $parent in */*) parent=${parent%/*} ;; *) parent= ;; esac
-		done
-		target=$dir/${parent:+$parent/}$target
-		# In node storage only onto a real file: never a chain that ends in the image.
-		if [ -n "$3" ]; then [ -f "$target" ] && [ ! -L "$target" ] || continue; fi
-		[ -e "$target" ] || continue
-		case $name in */*) mkdir -p -- "$dir/${name%/*}" 2>/dev/null || continue ;; esac
-		eval "target=\$_link_target_$k"
-		ln -s -T -- "$target" "$dir/$name" 2>/dev/null || :
+	for entry do
+		if _special "$entry"; then _in_the_way "$entry" || return 1; fi
+		[ -d "$entry" ] && continue
+		# mkdir makes a new entry: it never follows a link at the name it makes.
+		mkdir -- "$entry" 2>/dev/null && continue
+		if _special "$entry"; then _in_the_way "$entry" || return 1; fi
+		[ -d "$entry" ] && continue # a concurrent job made it
+		_reason="node storage that cannot be written (cannot make the directory $entry)"
+		return 1
 	done
 }
 
-_expected_sum() { # $1 asset path: sets _sum to its sha256 from SHA256SUMS, or empty
-	local sum path
-	_sum=
-	[ -r "$_assets/SHA256SUMS" ] || return 0
-	while IFS=' ' read -r sum path || [ -n "${path:-}" ]; do
-		if [ "${path#\*}" = "$1" ]; then
-			_sum=$sum
+_open_lock() { # $1 lock file: open it on fd 9, as a new file or a regular one, never through a link
+	if [ ! -e "$1" ] && [ ! -L "$1" ]; then
+		# noclobber creates with O_EXCL: a link or FIFO appearing at the name fails, never followed.
+		set -C
+		if { command exec 9>"$1"; } 2>/dev/null; then
+			set +C
 			return 0
 		fi
-	done <"$_assets/SHA256SUMS"
+		set +C
+	fi
+	_why="not a regular file"
+	if _special "$1" || [ ! -f "$1" ]; then
+		_in_the_way "the lock $1"
+		return 1
+	fi
+	if ! { command exec 9<"$1"; } 2>/dev/null; then
+		_reason="node storage that cannot be written (cannot open the lock $1)"
+		return 1
+	fi
 }
 
-_copy_verified() { # $1 asset path, $2 partial file, $3 size: copy, check, fsync; set _reason and fail if not
-	local got
-	_expected_sum "$1"
-	if [ -z "$_sum" ]; then
-		_reason="node storage, but SHA256SUMS lists no sha256 for $1 to verify a copy against"
+_take_lock() { # $1 directory, $2 set row: hold the set's lock on fd 9 as the copier (_copier=1) or after a wait
+	local state bytes bound started
+	eval "state=\$_set_state_$2 bytes=\$_set_bytes_$2"
+	_open_lock "$1/$state/lock" || return 1
+	if flock -n 9 2>/dev/null; then
+		_copier=1
+		return 0
+	fi
+	bound=$((_WAIT_MARGIN_S + bytes / _DISK_BYTES_PER_S))
+	_clock_ms
+	started=$_now_ms
+	if ! flock -s -w "$bound" 9 2>/dev/null; then
+		exec 9>&-
+		_reason="node storage where another job has been copying for over $bound s (the bound: $_WAIT_MARGIN_S s, plus 1 s per 32 MiB)"
 		return 1
 	fi
-	rm -f -- "$2" 2>/dev/null || :
-	# noclobber: O_EXCL, so a link planted at the partial's name is never followed.
-	if ! (set -C && exec cat -- "$_assets/$1" >"$2") 2>/dev/null; then
-		_reason="node storage that cannot be written (copying $1 there failed: no space, or no permission)"
+	_clock_ms
+	[ -z "$started" ] || [ -z "$_now_ms" ] ||
+		_notes="$_notes; waited $(((_now_ms - started) / 1000)) s for another job's copy into $1"
+}
+
+_copy_in() { # $1 directory, $2 set row: as the copier, copy the missing files in; sets _reason if it could not
+	local dir="$1" state root staging out
+	eval "state=\$_set_state_$2 root=\$_set_root_$2"
+	set +f
+	rm -rf -- "$dir/$state"/partial.* 2>/dev/null || : # a dead copier's: only the lock holder makes them
+	set -f
+	staging=$(mktemp -d "$dir/$state/partial.XXXXXX" 2>/dev/null) || staging=''
+	if [ -z "$staging" ]; then
+		_reason="node storage that cannot be written (no partial directory in $dir/$state)"
 		return 1
 	fi
-	if ! _sizes_match "$3" "$2"; then
-		_reason="node storage where a copy of $1 came out with the wrong size (expected $3 bytes)"
-		return 1
+	_copies=0 _copy_bytes=0
+	out=$(_stat_listing "$dir" "$2" copied | _bake_out=$staging _awk "$2" copied plan - 2>/dev/null) || :
+	_judge "$out" || :
+	# tar carries the files and the relative links among them into a directory of bake's own;
+	# sha256sum checks every copy against the sealed sums; the copies enter by hard link,
+	# which never replaces an existing name.
+	if [ "$_copies" -eq 0 ]; then
+		:
+	elif ! (cd -- "$_assets/$root" && tar -cf - -T "$staging/list") 2>/dev/null |
+		(mkdir -- "$staging/tree" && cd -- "$staging/tree" && tar -xf -) 2>/dev/null; then
+		_reason="node storage that cannot be written (copying $_copies file(s) there failed: no space, or no permission)"
+	elif [ -s "$staging/sums" ] && ! (cd -- "$staging/tree" && sha256sum -c "$staging/sums") >"$staging/checked" 2>&1; then
+		_reason="node storage where a copy did not match its sha256: $(_first_failure "$staging/checked")"
+	else
+		sync -f -- "$staging/tree" 2>/dev/null || sync 2>/dev/null || :
+		cp -r -l -P -- "$staging/tree/." "$dir/" 2>/dev/null || :
+		_notes="$_notes; copied $_copies file(s), $_copy_bytes bytes, into $dir"
 	fi
-	# The copy is read back once: every later job, in any image, trusts its size alone.
-	if command -v sha256sum >/dev/null 2>&1; then
-		got=$(sha256sum <"$2" 2>/dev/null) || got=
-		if [ "${got%% *}" != "$_sum" ]; then
-			_reason="node storage where a copy of $1 hashed sha256 '${got%% *}', expected $_sum (SHA256SUMS)"
+	rm -rf -- "$staging" 2>/dev/null || :
+	[ -z "$_reason" ]
+}
+
+_first_failure() { # $1 sha256sum -c output: its first failed name
+	local line
+	while IFS= read -r line; do
+		case $line in *': FAILED'*) printf '%s' "${line%%: FAILED*} hashed something else" && return 0 ;; esac
+	done <"$1"
+	printf '%s' "sha256sum could not check the copies"
+}
+
+_seed() { # $1 directory, $2 set row: take the lock, then copy (the copier) or prove (a waiter); sets _reason if not
+	local tool
+	for tool in awk flock tar; do
+		command -v "$tool" >/dev/null 2>&1 && continue
+		_reason="node storage, left as is: no $tool on PATH to copy into it safely"
+		return 1
+	done
+	_node_dirs "$1" "$2" || return 1
+	_take_lock "$1" "$2" || return 1
+	# A waiter proves what the copier left; a copier that died left its lock to the kernel.
+	if [ -z "$_copier" ] && ! _prove "$1" "$2" copied; then
+		flock -u 9 2>/dev/null || :
+		if ! flock -n 9 2>/dev/null; then
+			_reason="node storage where another job is copying right now"
 			return 1
 		fi
+		_copier=1
 	fi
-	sync -- "$2" 2>/dev/null || :
+	[ -z "$_copier" ] || _copy_in "$1" "$2"
 }
 
-_copy() { # $1 directory, $2 file row: add a verified copy under the file's lock; set _reason and fail if not
-	local name asset size lock target partial status=0
-	eval "name=\$_file_name_$2 asset=\$_file_asset_$2 size=\$_file_size_$2 lock=\$_file_lock_$2"
-	target=$1/$name
-	lock=$1/${lock:-$name.lock}
-	mkdir -p -- "${target%/*}" "${lock%/*}" 2>/dev/null || :
-	if ! { command exec 9>>"$lock"; } 2>/dev/null; then
-		_reason="node storage that cannot be written (no lock file $lock)"
-		return 1
-	fi
-	if ! flock -n 9 2>/dev/null; then
-		exec 9>&-
-		_reason="node storage where another job is copying $name right now (lock $lock)"
-		return 1
-	fi
-	if [ ! -e "$target" ] && [ ! -L "$target" ]; then
-		partial=${target%/*}/.${target##*/}.bake-partial
-		# ln makes the final name appear at once, complete, and fails if anything is there:
-		# a rename that never replaces (mv would replace; mv -n checks, then renames).
-		if _copy_verified "$asset" "$partial" "$size" && ! ln -T -- "$partial" "$target" 2>/dev/null; then
-			_reason="node storage where $name could not be put in place (no hard links there?)"
-			status=1
+_copied() { # $1 directory, $2 set row: serve the copied view there; returns a status
+	local dir="$1" failed=''
+	_copier=''
+	[ -z "$_seed" ] || _stamp_begin "$dir" "$2"
+	if ! _prove "$dir" "$2" copied; then
+		if [ -z "$_seed" ]; then
+			_reason="node storage, left as is under BAKE_SEED=0${_missing:+ ($_missing: $_why)}"
+			return "$_KEEP"
 		fi
-		rm -f -- "$partial" 2>/dev/null || :
+		_stamp_end "$dir" "$2" copied ''
+		if ! _seed "$dir" "$2"; then
+			exec 9>&-
+			case $_reason in *"cannot be written"* | *"did not match"* | *"no "*" on PATH"*) return "$_KEEP" ;; esac
+			return "$_MOVE"
+		fi
+		_stamp_begin "$dir" "$2"
+		_prove "$dir" "$2" copied || failed=1
 	fi
 	exec 9>&-
-	return "$status"
+	if [ -n "$failed" ]; then
+		_stamp_end "$dir" "$2" copied ''
+		_reason="node storage where ${_missing:-a file} is ${_why:-not the baked file}, and nothing there is changed"
+		return "$_MOVE"
+	fi
+	_stamp_end "$dir" "$2" copied 1
+	[ -z "$_verify" ] || _verify_copies "$dir" "$2"
+	return "$_SERVED"
 }
 
-_seed() { # $1 node storage directory, $2 loc row: copy in each missing baked file; sets _reason on a miss
-	local files k name
-	eval "files=\$_loc_files_$2"
-	for k in $files; do
-		eval "name=\$_file_name_$k"
-		[ ! -e "$1/$name" ] && [ ! -L "$1/$name" ] || continue
-		if ! command -v flock >/dev/null 2>&1; then
-			_reason="node storage, left as is: no flock on PATH to copy into it safely"
-			return 0
-		fi
-		_copy "$1" "$k" || return 0
-	done
+_verify_copies() { # $1 directory, $2 set row: BAKE_VERIFY=1: hash the node copies served; exit 3 on a mismatch
+	local out line file got
+	out=$(_awk "$2" copied sums | (cd -- "$1" && sha256sum -c - 2>&1)) && return 0
+	while IFS= read -r line; do
+		case $line in *': FAILED'*) ;; *) continue ;; esac
+		file=${line%%: FAILED*}
+		if got=$(sha256sum <"$1/$file" 2>/dev/null); then got="sha256 ${got%% *}"; else got="no readable file"; fi
+		_say "error: BAKE_VERIFY=1: $1/$file: expected the baked file's sha256 (bake.serve), saw $got; remove that copy from node storage, the next job copies it again; job not started"
+		exit 3
+	done <<EOF
+$out
+EOF
+	_say "error: BAKE_VERIFY=1: $1: expected every node copy to hash as baked, saw: $out; job not started"
+	exit 3
 }
 
-_place() { # $1 directory, $2 loc row: make it where that is ours to do; sets _node for node storage
-	local dir="$1" up="$1"
-	_node=
+# --- serving a location
+
+_where() { # $1 directory, $2 set row: make it where that is ours to do; sets _view; returns a status if not
+	local dir="$1" up="$1" state
+	eval "state=\$_set_state_$2"
 	if [ ! -d "$dir" ]; then
+		[ ! -e "$dir" ] || return "$_NOT_A_DIR"
 		while [ -n "$up" ] && [ ! -e "$up" ] && [ ! -L "$up" ]; do up=${up%/*}; done
 		if [ "$up" = "$dir" ]; then
-			[ ! -e "$dir" ] || return "$_NOT_A_DIR"
 			# A dangling link: replaced on our own filesystem, never in node storage.
-			if _on_node_fs "${dir%/*}/"; then
-				_node=1 _reason="node storage where $dir is a dangling link, which is never changed"
-				return "$_NOT_SEEDED"
+			_fs_kind "${dir%/*}/"
+			if [ "$_kind" = node ]; then
+				_reason="node storage where $dir is a dangling link, which is never changed"
+				return "$_KEEP"
 			fi
 			rm -f -- "$dir" 2>/dev/null || :
 		elif [ ! -d "${up:-/}" ]; then
 			return "$_CANNOT_MAKE"
-		elif _on_node_fs "${up:-/}"; then
-			_node=1
-			if [ -z "$_seed" ]; then
-				_reason="node storage, left as is under BAKE_SEED=0"
-				return "$_NOT_SEEDED"
-			fi
+		else
+			_fs_kind "${up:-/}"
+		fi
+		if [ "$_kind" = node ] && [ -z "$_seed" ]; then
+			_reason="node storage, left as is under BAKE_SEED=0"
+			return "$_KEEP"
 		fi
 		# mkdir -p, then a look: a concurrent job's mkdir is no failure (no check-then-act gap).
 		mkdir -p -- "$dir" 2>/dev/null || :
@@ -585,40 +895,32 @@ _place() { # $1 directory, $2 loc row: make it where that is ours to do; sets _n
 			[ -e "$dir" ] && return "$_NOT_A_DIR"
 			return "$_CANNOT_MAKE"
 		fi
-	elif _on_node_fs "$dir" || ! _only_ours "$dir" "" "$2"; then
-		_node=1
+	else
+		_fs_kind "$dir"
 	fi
+	case $_kind in
+	tmpfs) _view=linked ;;
+	node) _view=copied ;;
+	*)
+		if [ -f "$dir/$state/links" ] || _empty "$dir" "$2"; then _view=linked; else _view=copied; fi
+		;;
+	esac
 }
 
-_serve_at() { # $1 directory, $2 loc row: serve the loc's files there; returns a status above
-	local status=0
-	_reason=
-	if [ -d "$1" ] && _complete "$1" "$2"; then return "$_SERVED"; fi
+_serve_at() { # $1 directory, $2 set row: serve the set there; returns a status above
+	_reason='' _missing='' _why='' _hostile=''
+	if [ -z "$_verify" ] && _stamped "$1" "$2"; then return "$_SERVED"; fi
 	if _is_job_local "$1"; then
-		_node=
-		mkdir -p -- "$1" 2>/dev/null || :
+		_linked "$1" "$2" 1
+		return
+	fi
+	_where "$1" "$2" || return
+	if [ "$_view" = linked ]; then
+		_linked "$1" "$2" ''
 	else
-		_place "$1" "$2" || return $?
+		_copied "$1" "$2"
 	fi
-	if [ -z "$_node" ]; then
-		_link_files "$1" "$2"
-		_add_links "$1" "$2" ''
-	elif [ -n "$_seed" ]; then
-		_seed "$1" "$2"
-		_add_links "$1" "$2" 1
-	else
-		_reason="node storage, left as is under BAKE_SEED=0"
-	fi
-	_complete "$1" "$2" && return "$_SERVED"
-	if [ -n "$_node" ]; then
-		[ -n "$_reason" ] || _reason="node storage where $_missing is not the baked file, and nothing there is changed"
-		return "$_NOT_SEEDED"
-	fi
-	[ -n "$_reason" ] || _reason="a location that could not be created or written (read-only, or no permission)"
-	return "$_CANNOT_MAKE"
 }
-
-# --- serving each location
 
 _problem() { # $1 location, $2 expected, $3 seen, $4 what to do: one warning (error under BAKE_REQUIRE)
 	_unserved=$((_unserved + 1))
@@ -629,45 +931,30 @@ _problem() { # $1 location, $2 expected, $3 seen, $4 what to do: one warning (er
 	fi
 }
 
-_wanted() { # $1 loc row: sets _want to what it should serve, for messages
-	local files k count=0 name
-	eval "files=\$_loc_files_$1 _want=\$_loc_consumer_$1"
-	_want="a directory serving $_want's"
-	for k in $files; do
-		count=$((count + 1))
-		eval "name=\$_file_name_$k"
-		if [ "$count" -le 3 ]; then _want="$_want $name"; fi
-	done
-	if [ "$count" -gt 3 ]; then _want="$_want and $((count - 3)) more"; fi
-	_want="$_want from $_assets"
+_wanted() { # $1 set row: sets _want to what a location should serve, for messages
+	local consumer shown
+	eval "consumer=\$_set_consumer_$1 shown=\$_set_shown_$1"
+	_want="a directory serving $consumer's ${shown:-files} from $_assets"
 }
 
-_merged() { # $1 loc row, $2 node directory or empty: sets _made to a job-local directory serving both
-	local var entry
+_merged() { # $1 loc row, $2 node directory or empty, $3 set row: sets _made to a job-local directory serving both
+	local var
 	eval "var=\$_loc_var_$1"
 	_job_dir "$var" || return 1
-	_link_files "$_made" "$1"
-	_add_links "$_made" "$1" ''
-	_complete "$_made" "$1" || return 1
+	_linked "$_made" "$3" 1 >/dev/null || return 1
 	[ -d "${2:-}" ] || return 0
-	# Then every entry of the node directory whose name is free: baked files win a shared name.
-	set +f
-	set -- "$2"/* "$2"/.[!.]* "$2"/..?*
-	set -f
-	for entry do
-		shift
-		{ [ -e "$entry" ] || [ -L "$entry" ]; } || continue # an unmatched glob
-		[ -e "$_made/${entry##*/}" ] || [ -L "$_made/${entry##*/}" ] || set -- "$@" "$entry"
-	done
-	[ $# -eq 0 ] || ln -s -- "$@" "$_made/" 2>/dev/null || :
+	# Then the node directory's finished files and directories whose names are free (baked files
+	# win a shared name): never a link, a special file, a lock, a partial or bake's own state.
+	find "$2/" -mindepth 1 -maxdepth 1 '(' -type f -o -type d ')' ! -name '.bake' ! -name '*.lock' \
+		! -name '.*.bake-partial' -exec sh -c 'ln -s -- "$@" "$0/" 2>/dev/null; :' "$_made" '{}' + 2>/dev/null || :
 }
 
 _moved() { # $1 loc row just re-pointed: serve again each earlier loc whose directory moved with it
-	local row=1 at unserved consumer files
+	local row=1 at unserved
 	while [ "$row" -lt "$1" ]; do
-		eval "at=\$_loc_at_$row unserved=\$_loc_unserved_$row consumer=\$_loc_consumer_$row files=\$_loc_files_$row"
+		eval "at=\$_loc_at_$row unserved=\$_loc_unserved_$row"
 		_resolve "$row"
-		if [ "$consumer" != - ] && [ -n "$files" ] && [ "$_resolved" != "$at" ]; then
+		if _loc_set "$row" && [ "$_resolved" != "$at" ]; then
 			# Reported where it was; what counts now is where its consumer looks.
 			_unserved=$((_unserved - ${unserved:-0}))
 			_serve_loc "$row"
@@ -676,14 +963,20 @@ _moved() { # $1 loc row just re-pointed: serve again each earlier loc whose dire
 	done
 }
 
-_serve_export() { # $1 loc row, $2 its directory or empty, $3 _serve_at's status: job-local for this job
+_hostile_warning() { # $1 where: a warning for something planted in node storage (served job-local all the same)
+	[ -n "$_hostile" ] || return 0
+	_say "warning: $1: $_reason; served job-local for this job; remove it"
+}
+
+_serve_export() { # $1 loc row, $2 its directory or empty, $3 _serve_at's status, $4 set row: job-local for this job
 	local var
 	eval "var=\$_loc_var_$1"
 	if [ "$3" -eq "$_NOT_A_DIR" ]; then
 		_problem "$2" "$_want" "a file where a directory belongs, left alone" "remove that file, or unset $var to get a job-local directory"
 		return 0
 	fi
-	if _merged "$1" "$2"; then
+	if _merged "$1" "$2" "$4"; then
+		_hostile_warning "$2"
 		_export "$var" "$_made"
 		if [ -n "$2" ]; then _notes="$_notes; $var=$_made (job-local, $2 left as is: $_reason)"; fi
 		return 0
@@ -702,10 +995,15 @@ _serve_under() { # $1 loc row, $2 its directory or empty, $3 _serve_at's status:
 		where=$2
 	fi
 	case $3 in
-	"$_CANNOT_MAKE")
+	"$_CANNOT_MAKE" | "$_MOVE")
 		if ! _is_job_local "$2" && _job_dir "$var"; then
+			_hostile_warning "$where"
 			_export "$var" "$_made"
-			_notes="$_notes; $var=$_made (job-local: $where cannot be created)"
+			if [ "$3" -eq "$_CANNOT_MAKE" ]; then
+				_notes="$_notes; $var=$_made (job-local: $where cannot be created)"
+			else
+				_notes="$_notes; $var=$_made (job-local, $where left as is: $_reason)"
+			fi
 			_serve_loc "$1"
 			_moved "$1"
 			return 0
@@ -713,7 +1011,7 @@ _serve_under() { # $1 loc row, $2 its directory or empty, $3 _serve_at's status:
 		_reason="a location that could not be created or written (read-only, or no permission)"
 		fix="point $var at a writable directory, or make ${TMPDIR:-/tmp} writable"
 		;;
-	"$_NOT_SEEDED") fix="let a job copy the files there (BAKE_SEED=1, writable), or point $var at an empty or job-local directory" ;;
+	"$_KEEP") fix="let a job copy the files there (BAKE_SEED=1, writable), or point $var at an empty or job-local directory" ;;
 	*)
 		_reason="a file where a directory belongs, left alone"
 		fix="remove that file, or point $var elsewhere"
@@ -722,17 +1020,26 @@ _serve_under() { # $1 loc row, $2 its directory or empty, $3 _serve_at's status:
 	_problem "$where" "$_want" "$_reason" "$fix"
 }
 
+_loc_set() { # $1 loc row: sets _row to its consumer's set row; fails for a row that serves nothing
+	local consumer
+	eval "consumer=\$_loc_consumer_$1"
+	[ "$consumer" != - ] && _set_index "$consumer" || return 1
+	_row=$_index
+}
+
 _serve_loc() { # $1 loc row: serve it where its consumer looks, or report it
-	local dir status=0 mode unserved=$_unserved
+	local dir status=0 mode unserved=$_unserved row
 	eval "mode=\$_loc_mode_$1"
+	_loc_set "$1" || return 0
+	row=$_row
 	_resolve "$1"
 	dir=$_resolved
 	eval "_loc_at_$1=\$dir _loc_unserved_$1=0"
 	if [ -n "$dir" ]; then
-		_serve_at "$dir" "$1" || status=$?
+		_serve_at "$dir" "$row" || status=$?
 		[ "$status" -ne "$_SERVED" ] || return 0
 	else
-		status=$_CANNOT_MAKE _reason=
+		status=$_CANNOT_MAKE _reason=''
 	fi
 	if [ -z "$_reason" ]; then
 		case $status in
@@ -740,9 +1047,9 @@ _serve_loc() { # $1 loc row: serve it where its consumer looks, or report it
 		*) _reason="a location that could not be created or written (read-only, or no permission)" ;;
 		esac
 	fi
-	_wanted "$1"
+	_wanted "$row"
 	if [ "$mode" = export ]; then
-		_serve_export "$1" "$dir" "$status"
+		_serve_export "$1" "$dir" "$status" "$row"
 	else
 		_serve_under "$1" "$dir" "$status"
 	fi
@@ -777,6 +1084,18 @@ _check_sums_file() { # fail, naming the line, when SHA256SUMS is not what sha256
 			return 1
 			;;
 		esac
+	done <"$_assets/SHA256SUMS"
+}
+
+_expected_sum() { # $1 asset path: sets _sum to its sha256 from SHA256SUMS, or empty
+	local sum path
+	_sum=
+	[ -r "$_assets/SHA256SUMS" ] || return 0
+	while IFS=' ' read -r sum path || [ -n "${path:-}" ]; do
+		if [ "${path#\*}" = "$1" ]; then
+			_sum=$sum
+			return 0
+		fi
 	done <"$_assets/SHA256SUMS"
 }
 
@@ -817,7 +1136,7 @@ EOF
 _no_assets() { # "$@" the command: nothing to serve; warn and run the job, or stop it
 	local what="BAKE_ASSETS=$_assets: expected the baked asset directory with its bake.serve, saw $_reason"
 	local fix="run the image that bake built, or set BAKE_ASSETS to its asset directory"
-	if _flag BAKE_VERIFY 0; then
+	if [ -n "$_verify" ]; then
 		_say "error: BAKE_VERIFY=1: nothing to verify: $what; $fix; job not started"
 		exit 3
 	fi
@@ -830,41 +1149,11 @@ _no_assets() { # "$@" the command: nothing to serve; warn and run the job, or st
 	exec "$@"
 }
 
-_display() { # $1 asset path: sets _shown to its name in the ready line
-	local asset="$1" dir="${1%/*}" entry
-	_shown=$1
-	case $asset in
-	*/*/*)
-		# Nested (a repository's files): its first two components say which.
-		dir=${asset#*/}
-		_shown=${asset%%/*}/${dir%%/*}
-		return 0
-		;;
-	*/*) ;;
-	*) return 0 ;;
-	esac
-	# An alias link beside the file names it (an <encoding>.<ext> link to a hash-named file).
-	set +f
-	set -- "$_assets/$dir"/*
-	set -f
-	for entry do
-		if [ -L "$entry" ] && [ "$entry" -ef "$_assets/$asset" ]; then
-			entry=${entry##*/}
-			_shown=$dir/${entry%.*}
-			return 0
-		fi
-	done
-}
-
 _ready() { # the ready line: what is served, and how long it took
-	local row=1 files k asset list='' took=''
-	while [ "$row" -le "$_nlocs" ]; do
-		eval "files=\$_loc_files_$row"
-		for k in $files; do
-			eval "asset=\$_file_asset_$k"
-			_display "$asset"
-			case "$list, " in *", $_shown, "*) ;; *) list="$list, $_shown" ;; esac
-		done
+	local row=1 shown list='' took=''
+	while [ "$row" -le "$_nsets" ]; do
+		eval "shown=\$_set_shown_$row"
+		list="$list${shown:+, $shown}"
 		row=$((row + 1))
 	done
 	_clock_ms
@@ -896,8 +1185,8 @@ _print_env() { # one `export VAR='value'` line per variable set, quoted for eval
 }
 
 _main() {
-	local row consumer files
-	_t0='' _unserved=0 _notes='' _exports='' _njobdirs=0 _require='' _seed=''
+	local row
+	_t0='' _unserved=0 _notes='' _exports='' _njobdirs=0 _require='' _seed='' _verify='' _report=1
 	if _flag BAKE_QUIET 0; then _quiet=1; else
 		_quiet=
 		_clock_ms
@@ -906,15 +1195,14 @@ _main() {
 	_parse_args "$@"
 	if _flag BAKE_REQUIRE 0; then _require=1; fi
 	if _flag BAKE_SEED 1; then _seed=1; fi
+	if _flag BAKE_VERIFY 0; then _verify=1; fi
 	_assets=${BAKE_ASSETS:-/opt/bake/assets}
 	case $_assets in /*) ;; *) _assets=$PWD/$_assets ;; esac
 	_load_serve || _no_assets "$@"
-	if _flag BAKE_VERIFY 0; then _verify; fi
+	if [ -n "$_verify" ]; then _verify; fi
 	row=1
 	while [ "$row" -le "$_nlocs" ]; do
-		eval "consumer=\$_loc_consumer_$row files=\$_loc_files_$row"
-		# `-` rows only resolve a fallback; a consumer with no baked file keeps its locations as they are.
-		if [ "$consumer" != - ] && [ -n "$files" ]; then _serve_loc "$row"; fi
+		_serve_loc "$row"
 		row=$((row + 1))
 	done
 	if [ "$_unserved" -gt 0 ] && [ -n "$_require" ]; then
