@@ -383,7 +383,6 @@ def cmd_manifest(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from bake import consumers
-    from bake.hub import doctor as hub_doctor
 
     root = _assets_root(args.assets)
     serve = root / consumers.SERVE_NAME
@@ -391,10 +390,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     declared = consumers.declared_from_serve(serve.read_text(encoding="utf-8")) if serve.is_file() else []
     table = consumers.table(declared)
     findings = consumers.doctor(root, index.read_lock(root), table)
-    findings += [consumers.Finding(*f) for f in hub_doctor.findings(root, os.environ)]  # the Hub's cache
-    bad = _print_findings(
-        findings, "WOULD DOWNLOAD", ", ".join([c.name for c in table] + ["huggingface_hub"])
-    )
+    libraries = [lib for c in table for lib in c.libraries] + [c.name for c in table if not c.builtin]
+    bad = _print_findings(findings, "WOULD DOWNLOAD", ", ".join(libraries))
     if bad:
         raise FetchError(
             f"{len(bad)} consumer lookup(s) would trigger a download; run the job through bake-entrypoint, "

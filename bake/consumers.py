@@ -3,8 +3,8 @@
 A consumer owns the assets under ``<name>/``. Its entry says how those paths
 are named, which alias links ``seal`` makes beside them, where the library
 looks (``bake.locations``), how ``manifest check`` reads the library's own
-URL/hash table and how ``doctor`` checks a job. The built-ins are s3tokenizer
-and the tiktoken family; a manifest declares more with ``[[consumer]]``.
+URL/hash table and how ``doctor`` checks a job. The built-ins are s3tokenizer,
+the tiktoken family and the Hugging Face Hub; a manifest declares more with ``[[consumer]]``.
 Everything else in bake (manifest rules, seal, verify, doctor, manifest check,
 ``bake add``) and, through ``bake.serve``, the entrypoint reads this table.
 """
@@ -25,6 +25,8 @@ from typing import Protocol
 
 from bake.errors import ManifestError
 from bake.hashes import sha256_file
+from bake.hub import layout as hub_layout
+from bake.hubtable import HubEntry
 from bake.locations import Location, parse_location
 from bake.tables import expect_table, refuse_unknown_keys
 
@@ -102,8 +104,8 @@ class Consumer:
     """One entry of the table. The base class is a declared consumer: nested names, no library table.
 
     Subclasses (the built-ins) override the naming rule, the alias links, the
-    library's own table and the doctor's view; a consumer with its own layout
-    (the Hub) overrides ``serve_records``.
+    library's own table and the doctor's view; the Hub, with a layout of its own,
+    also overrides the files seal writes and the records it serves.
     """
 
     builtin = False
@@ -134,6 +136,10 @@ class Consumer:
 
     def aliases(self, assets: Iterable[AssetLike]) -> dict[str, str]:
         """Map alias link paths (relative to the asset root) to their relative targets."""
+        return {}
+
+    def seal_files(self) -> dict[str, str]:
+        """Map the small files ``seal`` writes itself (paths relative to the asset root) to their text."""
         return {}
 
     def library_sha256(self, asset: AssetLike) -> str | None:
@@ -350,7 +356,100 @@ class Tiktoken(Consumer):
         return findings
 
 
-BUILTINS: tuple[Consumer, ...] = (S3Tokenizer(), Tiktoken())
+class Hub(Consumer):
+    """The Hugging Face Hub: repositories pinned by ``[[hub]]``, baked in huggingface_hub's own cache layout.
+
+    It owns ``hub/``, where each blob is an asset fetched like any other. Its one
+    location follows huggingface_hub's precedence (``bake.hub.layout.CACHE``). Built from
+    the entries a selection holds whole, it gives seal the snapshot links (its aliases),
+    the refs and tree listings, and the entrypoint its records.
+    """
+
+    builtin = True
+    libraries = ("huggingface_hub",)
+
+    def __init__(self, entries: Sequence[HubEntry] = ()) -> None:
+        super().__init__(hub_layout.PREFIX, [hub_layout.CACHE])
+        self.entries = tuple(entries)
+
+    def check_path(self, asset: AssetLike, where: str) -> None:
+        raise ManifestError(
+            f"{where}: path {asset.path!r} is under {self.prefix}, kept for [[hub]] entries; "
+            "pin a repository with `bake add hf://ORG/REPO`"
+        )
+
+    def aliases(self, assets: Iterable[AssetLike]) -> dict[str, str]:
+        """The snapshot links: ``snapshots/<commit>/<path>`` to ``../../blobs/<etag>``, relative."""
+        return {
+            self.prefix + name: target
+            for entry in self.entries
+            for name, target in hub_layout.snapshot_links(entry).items()
+        }
+
+    def seal_files(self) -> dict[str, str]:
+        """``refs/<ref>`` and ``trees/<commit>.json``, as huggingface_hub writes them."""
+        return {
+            self.prefix + name: text
+            for entry in self.entries
+            for name, text in hub_layout.data_files(entry).items()
+        }
+
+    def serve_records(self, files: Sequence[BakedFile]) -> list[tuple[str, ...]]:
+        return hub_layout.entry_records(self.entries)
+
+    def doctor(self, root: Path, files: Sequence[BakedFile], environ: Mapping[str, str]) -> list[Finding]:
+        """Will huggingface_hub find each baked snapshot file and ref where it looks, offline?
+
+        The image holds no manifest, so this reads the sealed tree under ``<root>/hub``.
+        A file that is not the baked one itself is hashed.
+        """
+        baked_root = Path(root) / hub_layout.PREFIX
+        cache = self.locations[0].resolve(environ)
+        if cache is None or not baked_root.is_dir() or importlib.util.find_spec("huggingface_hub") is None:
+            return []
+        findings = []
+        for repo in sorted(p for p in baked_root.iterdir() if p.is_dir() and "--" in p.name):
+            for link in sorted((repo / "snapshots").rglob("*")):
+                if link.is_symlink() or link.is_file():
+                    rel = link.relative_to(baked_root)
+                    findings.append(_hub_file_finding(link, cache / rel, self.prefix + str(rel)))
+            for ref in sorted(p for p in (repo / "refs").rglob("*") if p.is_file()):
+                rel = ref.relative_to(baked_root)
+                findings.append(_hub_ref_finding(ref, cache / rel, self.prefix + str(rel)))
+        return findings
+
+
+def _hub_file_finding(baked: Path, lookup: Path, name: str) -> Finding:
+    if not lookup.is_file():
+        seen = (
+            "a dangling link" if lookup.is_symlink() else "nothing" if not lookup.exists() else "not a file"
+        )
+        return Finding(HUB_CLIENT, name, False, f"looks at {lookup}, finds {seen}; it would download")
+    same = os.path.realpath(lookup) == os.path.realpath(baked)
+    if not same and (
+        lookup.stat().st_size != baked.stat().st_size or sha256_file(lookup) != sha256_file(baked)
+    ):
+        return Finding(HUB_CLIENT, name, False, f"{lookup} is not the baked file; it would use other bytes")
+    return Finding(HUB_CLIENT, name, True, f"{lookup} is served")
+
+
+def _hub_ref_finding(baked: Path, lookup: Path, name: str) -> Finding:
+    commit = baked.read_text(encoding="utf-8")
+    seen = lookup.read_text(encoding="utf-8") if lookup.is_file() else None
+    if seen == commit:
+        return Finding(HUB_CLIENT, name, True, f"{lookup} names {commit}")
+    return Finding(
+        HUB_CLIENT,
+        name,
+        False,
+        f"{lookup} names {seen or 'nothing'}, the image {commit}; pass revision={commit!r} "
+        "(the node's entry is never changed)",
+    )
+
+
+# The client the Hub's doctor speaks for, in its findings.
+HUB_CLIENT = "huggingface_hub"
+BUILTINS: tuple[Consumer, ...] = (S3Tokenizer(), Tiktoken(), Hub())
 
 
 def parse_consumer(raw: object, index: int) -> Consumer:
@@ -372,13 +471,13 @@ def parse_consumer(raw: object, index: int) -> Consumer:
     return Consumer(name, [parse_location(text, where) for text in locations])
 
 
-def table(declared: Sequence[Consumer] = ()) -> tuple[Consumer, ...]:
-    """Return the whole table: the built-ins, then ``declared``.
+def table(declared: Sequence[Consumer] = (), hub_entries: Sequence[HubEntry] = ()) -> tuple[Consumer, ...]:
+    """Return the whole table: the built-ins (the Hub with ``hub_entries``), then ``declared``.
 
     Raises ManifestError for a duplicate name or for two locations that nest
     inside each other (then one consumer's files would land in another's place).
     """
-    every = (*BUILTINS, *declared)
+    every = (*(Hub(hub_entries) if isinstance(c, Hub) else c for c in BUILTINS), *declared)
     seen: set[str] = set()
     placed: list[tuple[Consumer, Location]] = []
     for consumer in every:
@@ -416,14 +515,11 @@ def check_manifest(assets: Sequence[AssetLike], consumers: Sequence[Consumer] = 
     return findings
 
 
-def serve_records(
-    consumers: Sequence[Consumer], files: Sequence[BakedFile], extra: Sequence[tuple[str, ...]] = ()
-) -> list[tuple[str, ...]]:
+def serve_records(consumers: Sequence[Consumer], files: Sequence[BakedFile]) -> list[tuple[str, ...]]:
     """Return every record of ``bake.serve``, in the order the format fixes.
 
     Only consumers that own a file get ``loc`` records: a consumer with nothing
-    baked leaves its locations alone. ``extra`` holds the records of a layout of
-    its own (the Hub's, from ``bake.hub.layout``), merged into the same order.
+    baked leaves its locations alone.
     """
     locs, served, links = [], [], []
     for consumer in sorted(consumers, key=lambda c: c.name):
@@ -432,23 +528,21 @@ def serve_records(
             continue
         for record in consumer.serve_records(owned):
             {"loc": locs, "file": served, "link": links}[record[0]].append(record)
-    for record in extra:
-        {"loc": locs, "file": served, "link": links}[record[0]].append(record)
     return locs + sorted(served, key=lambda r: (r[1], r[3])) + sorted(links, key=lambda r: (r[1], r[2]))
 
 
-def serve_text(
-    consumers: Sequence[Consumer], files: Sequence[BakedFile], extra: Sequence[tuple[str, ...]] = ()
-) -> str:
-    """Return ``bake.serve`` (v1, see SERVE_FORMAT): TAB-separated records under a header line."""
-    records = serve_records(consumers, files, extra)
+def serve_text(consumers: Sequence[Consumer], files: Sequence[BakedFile]) -> str:
+    """Return ``bake.serve`` (v1, see docs/SERVE_FORMAT.md): TAB-separated records under a header line."""
+    records = serve_records(consumers, files)
     return SERVE_HEADER + "\n" + "".join("\t".join(r) + "\n" for r in records)
 
 
 def declared_from_serve(text: str) -> list[Consumer]:
     """Rebuild the declared consumers (their ``$VAR``/``${VAR:-D}/SUB`` locations) from ``bake.serve``.
 
-    The image holds no manifest; doctor learns the declared consumers here.
+    The image holds no manifest; doctor learns the declared consumers here. A chained
+    location (a fallback ``@ID``) belongs to a consumer with a layout of its own, which the
+    table knows already.
     """
     builtin = {c.name for c in BUILTINS}
     found: dict[str, list[Location]] = {}
@@ -456,10 +550,9 @@ def declared_from_serve(text: str) -> list[Consumer]:
         fields = line.split("\t")
         if fields[0] != "loc" or len(fields) != 7 or fields[2] in builtin or fields[2] == "-":
             continue
-        _, _, name, mode, var, sub, fallback = fields
-        if fallback.startswith("@"):
-            continue  # a chained location belongs to a built-in with its own layout
-        found.setdefault(name, []).append(Location(var, sub, None if mode == "export" else fallback))
+        _, _, name, mode, var, sub, base = fields
+        if not base.startswith("@"):
+            found.setdefault(name, []).append(Location.from_record(mode, var, sub, base, {}))
     return [Consumer(name, locs) for name, locs in found.items()]
 
 

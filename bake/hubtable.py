@@ -249,18 +249,6 @@ def parse_entries(raw: object, source: str) -> list[HubEntry]:
     return entries
 
 
-def check_reserved(assets: list, consumers: list) -> None:
-    """Refuse an ``[[asset]]`` under ``hub/`` or a ``[[consumer]]`` named ``hub``: both are the Hub's."""
-    for asset in assets:
-        if asset.path.split("/")[0] == PREFIX:
-            raise ManifestError(
-                f"asset {asset.name!r}: path {asset.path!r} is under {PREFIX}/, kept for [[hub]]"
-            )
-    for consumer in consumers:
-        if consumer.name == PREFIX:
-            raise ManifestError(f"consumer {PREFIX!r}: the name is kept for [[hub]] entries; choose another")
-
-
 def blob_fields(entries: list[HubEntry]) -> list[dict]:
     """Return the asset fields for every distinct blob of ``entries``, in manifest order.
 

@@ -28,25 +28,56 @@ GRAMMAR = "$VAR or ${VAR:-DEFAULT}/SUB (DEFAULT absolute or $HOME/…, SUB plain
 
 @dataclass(frozen=True)
 class Location:
-    """One lookup location: the directory ``$VAR`` (``default`` None) or ``${VAR:-default}/sub``."""
+    """One lookup location: ``$VAR`` (neither ``default`` nor ``fallback``) or ``${VAR:-BASE}/SUB``.
+
+    BASE is ``default`` (an absolute path or ``$HOME/…``) or, for a library with a
+    precedence of its own (huggingface_hub: HF_HUB_CACHE, then HUGGINGFACE_HUB_CACHE,
+    then HF_HOME/hub, …), the directory another location resolves to: ``fallback``.
+    """
 
     var: str
     sub: str = ""
     default: str | None = None
+    fallback: Location | None = None
 
     @property
     def mode(self) -> str:
         """``export`` for ``$VAR`` (the entrypoint exports a job-local one when unset), else ``under``."""
-        return "export" if self.default is None else "under"
+        return "export" if self.default is None and self.fallback is None else "under"
+
+    @classmethod
+    def from_record(
+        cls, mode: str, var: str, sub: str, base: str, earlier: Mapping[str, Location]
+    ) -> Location:
+        """Rebuild a location from the fields of its ``loc`` record; ``earlier`` maps the IDs above it."""
+        if mode == "export":
+            return cls(var)
+        if base.startswith("@"):
+            return cls(var, sub, fallback=earlier[base[1:]])
+        return cls(var, sub, default=base)
 
     def __str__(self) -> str:
-        if self.default is None:
+        if self.mode == "export":
             return f"${self.var}"
-        return f"${{{self.var}:-{self.default}}}" + (f"/{self.sub}" if self.sub else "")
+        base = self.default if self.fallback is None else str(self.fallback)
+        return f"${{{self.var}:-{base}}}" + (f"/{self.sub}" if self.sub else "")
 
-    def record(self, loc_id: str, consumer: str) -> tuple[str, ...]:
-        """Return this location's ``loc`` record for ``bake.serve``."""
-        return ("loc", loc_id, consumer, self.mode, self.var, self.sub, self.default or "")
+    def record(self, loc_id: str, consumer: str, fallback_id: str | None = None) -> tuple[str, ...]:
+        """Return this location's ``loc`` record for ``bake.serve`` (``fallback_id``: its fallback's ID)."""
+        base = f"@{fallback_id}" if self.fallback is not None else self.default or ""
+        return ("loc", loc_id, consumer, self.mode, self.var, self.sub, base)
+
+    def records(self, loc_id: str, consumer: str, chain_ids: Mapping[str, str]) -> list[tuple[str, ...]]:
+        """Return the ``loc`` records of its fallback chain, then its own, each after its fallback.
+
+        ``chain_ids`` gives each fallback's ID by its variable; a fallback serves no file of its
+        own, so its consumer field is ``-``.
+        """
+        if self.fallback is None:
+            return [self.record(loc_id, consumer)]
+        fallback_id = chain_ids[self.fallback.var]
+        chain = self.fallback.records(fallback_id, "-", chain_ids)
+        return [*chain, self.record(loc_id, consumer, fallback_id)]
 
     def symbolic_paths(self) -> list[tuple[str, ...]]:
         """Return the symbolic paths this location can resolve to, as component tuples.
@@ -55,7 +86,9 @@ class Location:
         """
         sub = tuple(self.sub.split("/")) if self.sub else ()
         keys = [(f"${self.var}", *sub)]
-        if self.default is not None:
+        if self.fallback is not None:
+            keys += [(*base, *sub) for base in self.fallback.symbolic_paths()]
+        elif self.default is not None:
             base = ("$HOME",) if self.default.startswith("$HOME") else ("/",)
             rest = self.default.removeprefix("$HOME").strip("/")
             keys.append((*base, *(rest.split("/") if rest else ()), *sub))
@@ -72,14 +105,18 @@ class Location:
     def resolve(self, environ: Mapping[str, str]) -> Path | None:
         """Return the directory as the entrypoint resolves it; None for ``$VAR`` when VAR is unset or empty.
 
+        This is bake's one location resolver: doctor, seal and the image probes all use it.
         A relative value resolves against the working directory, as the consumers do.
         """
-        value = environ.get(self.var) or None
-        if value is None and self.default is None:
-            return None
-        if value is None:
+        value: str | None = environ.get(self.var) or None
+        if value is None and self.fallback is not None:
+            base = self.fallback.resolve(environ)
+            value = None if base is None else str(base)
+        elif value is None and self.default is not None:
             rest = self.default.removeprefix("$HOME") if self.default.startswith("$HOME") else None
             value = self.default if rest is None else _home(environ) + rest
+        if value is None:
+            return None
         return Path(os.path.abspath(os.path.join(value, self.sub) if self.sub else value))
 
 

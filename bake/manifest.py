@@ -83,8 +83,8 @@ class Assets(list):
         self.declared: tuple[consumers.Consumer, ...] = tuple(declared)
 
     def consumers(self) -> tuple[consumers.Consumer, ...]:
-        """Return the whole consumer table for this manifest: built-ins, then the declared ones."""
-        return consumers.table(self.declared)
+        """Return the whole consumer table: built-ins (the Hub with the entries held whole), then declared."""
+        return consumers.table(self.declared, hubtable.selected_entries(self))
 
 
 def declared_consumers(assets: Iterable[Asset]) -> tuple[consumers.Consumer, ...]:
@@ -329,7 +329,6 @@ def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = 
     if not raw_assets and not hub_entries:
         raise ManifestError(f"{source}: no [[asset]] tables found; a manifest lists at least one asset")
     assets = [parse_asset(raw, i, allow_http=allow_http, table=table) for i, raw in enumerate(raw_assets)]
-    hubtable.check_reserved(assets, declared)  # hub/ belongs to [[hub]] entries
     assets += [Asset(**fields) for fields in hubtable.blob_fields(hub_entries)]
     for field in ("name", "path"):
         seen: dict[str, str] = {}

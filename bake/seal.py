@@ -1,13 +1,13 @@
-"""The image seal: the consumers' alias links, the Hub's layout, ``bake.serve`` and read-only modes."""
+"""The image seal: each consumer's alias links and files of its own, ``bake.serve``, read-only modes."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
 from bake import consumers
 from bake.errors import UsageError
-from bake.hub import layout as hub_layout
 from bake.index import LOCK_NAME, LockedFile, add_to_index, install_together, read_lock
 from bake.manifest import Asset, Assets, declared_consumers
 
@@ -18,7 +18,7 @@ DIR_MODE = 0o555
 def alias_links(assets: list[Asset]) -> dict[str, str]:
     """Map each alias link path (relative to the asset root) to its relative target, from the consumer table.
 
-    The tiktoken family's ``tiktoken/<encoding>.tiktoken`` links are the built-in case.
+    The tiktoken family's ``tiktoken/<encoding>.tiktoken`` links and the Hub's snapshot links.
     """
     links: dict[str, str] = {}
     for consumer in Assets(assets, declared_consumers(assets)).consumers():
@@ -42,27 +42,39 @@ def serve_text(dest: Path, assets: list[Asset]) -> str:
         )
     files = [LockedFile(p, sizes[p], "") for p in sorted(wanted)]
     table = Assets(assets, declared_consumers(assets)).consumers()
-    return consumers.serve_text(table, files, hub_layout.serve_records(assets))  # + the Hub's layout
+    return consumers.serve_text(table, files)
 
 
 def seal(dest: Path, assets: list[Asset]) -> None:
     """Turn a verified destination into the image layout.
 
-    Adds the consumers' alias links and ``bake.serve`` (what the entrypoint
-    serves where), then makes files 0444 and directories 0555. Idempotent.
-    Raises UsageError if ``dest`` was never fetched into or a link path is taken.
+    Adds the consumers' alias links and files of their own (the Hub's refs and
+    tree listings, listed in the index too) and ``bake.serve`` (what the
+    entrypoint serves where), then makes files 0444 and directories 0555.
+    Idempotent. Raises UsageError, before anything is written, if ``dest`` was
+    never fetched into or a link's target is missing, and when a path seal
+    writes holds something else.
     """
     if not (dest / LOCK_NAME).is_file():
         raise UsageError(f"{dest}: no {LOCK_NAME}; run `bake fetch` into it before sealing")
-    for alias, target in alias_links(assets).items():
-        link = dest / alias
-        if link.is_symlink() and os.readlink(link) == target:
-            continue
-        if link.is_symlink() or link.exists():
-            raise UsageError(f"{link}: expected a link to {target}, found something else; remove it")
-        link.symlink_to(target)
-    add_to_index(dest, hub_layout.write(dest, assets))  # the Hub's snapshot links, refs and trees
     serve = serve_text(dest, assets).encode()
+    links = alias_links(assets)
+    for alias, target in links.items():
+        # Worked out on the names: the link's directory may not exist yet.
+        if not Path(os.path.normpath((dest / alias).parent / target)).is_file():
+            raise UsageError(
+                f"{dest / alias}: its target {target} is missing; run `bake fetch` with the same manifest "
+                "and groups before sealing"
+            )
+    for alias, target in links.items():
+        _place_link(dest / alias, target)
+    written = {}
+    for consumer in Assets(assets, declared_consumers(assets)).consumers():
+        for rel, text in consumer.seal_files().items():
+            _place_file(dest / rel, text)
+            data = text.encode()
+            written[rel] = (len(data), hashlib.sha256(data).hexdigest())
+    add_to_index(dest, written)
     serve_path = dest / consumers.SERVE_NAME
     if not serve_path.is_file() or serve_path.read_bytes() != serve:
         install_together({serve_path: serve})
@@ -70,6 +82,26 @@ def seal(dest: Path, assets: list[Asset]) -> None:
         if not path.is_symlink():
             path.chmod(DIR_MODE if path.is_dir() else FILE_MODE)
     dest.chmod(DIR_MODE)
+
+
+def _place_link(path: Path, target: str) -> None:
+    if path.is_symlink() and os.readlink(path) == target:
+        return
+    if path.is_symlink() or path.exists():
+        raise UsageError(f"{path}: expected a link to {target}, found something else; remove it and reseal")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.symlink_to(target)
+
+
+def _place_file(path: Path, text: str) -> None:
+    if path.is_file() and not path.is_symlink() and path.read_text(encoding="utf-8") == text:
+        return
+    if path.is_symlink() or path.exists():
+        raise UsageError(
+            f"{path}: expected bake's own {path.name}, found something else; remove it and reseal"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
 
 
 def check_seal(dest: Path, assets: list[Asset]) -> list[str]:

@@ -46,6 +46,11 @@ CHECKPOINT_V2_MIRROR_PATH = "modelscope/models/iic/CosyVoice2-0.5B/resolve/maste
 STOPWORDS_MIRROR_PATH = "example/nltk_data/corpora/stopwords/english"
 
 
+def sha256(data: bytes) -> str:
+    """The hex SHA-256 of ``data``: the one hash helper of the test suites."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def checkpoint_bytes(size: int = CHECKPOINT_SIZE, seed: bytes = b"bake-test-checkpoint") -> bytes:
     """Return ``size`` deterministic, incompressible bytes standing in for the onnx checkpoint."""
     blocks = []

@@ -12,7 +12,14 @@ import json
 from pathlib import Path
 
 from bake.manifest import Asset
-from tests.assets import CHECKPOINT_MIRROR_PATH, O200K_MIRROR_PATH, O200K_URL, checkpoint_bytes, mirror_args
+from tests.assets import (
+    CHECKPOINT_MIRROR_PATH,
+    O200K_MIRROR_PATH,
+    O200K_URL,
+    checkpoint_bytes,
+    mirror_args,
+    sha256,
+)
 from tests.mirror import Mirror
 
 S3_URL = "https://www.modelscope.cn/" + CHECKPOINT_MIRROR_PATH.removeprefix("modelscope/")
@@ -36,10 +43,6 @@ MIRROR_FILES = {
     "/" + O200K_MIRROR_PATH: FILES[VOCAB_PATH],
     "/" + WHISPER_MIRROR_PATH: FILES[WHISPER_PATH],
 }
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def write_manifest(path: Path) -> Path:

@@ -1,25 +1,45 @@
-"""Run bake, git and sh as subprocesses, the way a user runs them."""
+"""Run bake, git and sh as subprocesses, the way a user runs them: the one runner every suite uses."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
+from tests.isolation import NETWORK_ENV
+
 REPO = Path(__file__).resolve().parents[1]
+# Settings of the machine running the tests that must not steer the bake under test.
+_FOREIGN_ENV = (*NETWORK_ENV, "SSL_CERT_FILE")
 
 
-def bake(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a `bake` subprocess: this checkout importable, no proxy/Hub/mirror settings."""
+    env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV}
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra or {})
+    return env
+
+
+def bake_command(*args: str | Path) -> list[str]:
+    """The argv of ``python -m bake ARGS`` with this interpreter."""
+    return [sys.executable, "-m", "bake", *map(str, args)]
+
+
+def bake(
+    *args: str | Path, cwd: Path = REPO, env: Mapping[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run ``python -m bake ARGS`` from this checkout; return the finished process."""
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "bake", *args],
+        bake_command(*args),
+        env=cli_env(env),
+        cwd=cwd,
         capture_output=True,
         text=True,
-        cwd=cwd,
-        env=full_env,
-        timeout=120,
+        timeout=timeout,
+        check=False,
     )
 
 

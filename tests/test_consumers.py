@@ -165,6 +165,10 @@ def test_builtins_are_the_contracts_shape() -> None:
     assert {c.name: [str(loc) for loc in c.locations] for c in consumers.BUILTINS} == {
         "s3tokenizer": ["${XDG_CACHE_HOME:-$HOME/.cache}/s3tokenizer"],
         "tiktoken": ["$TIKTOKEN_RS_CACHE_DIR", "$TIKTOKEN_CACHE_DIR"],
+        # huggingface_hub's own precedence, one fallback inside the next.
+        "hub": [
+            "${HF_HUB_CACHE:-${HUGGINGFACE_HUB_CACHE:-${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/hub}}"
+        ],
     }
 
 

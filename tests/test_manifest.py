@@ -257,7 +257,12 @@ def test_declared_consumer_owns_nested_paths() -> None:
     assets = manifest.parse_manifest(
         consumer("nltk", "$NLTK_DATA") + entry(path="nltk/corpora/stopwords/english")
     )
-    assert [c.name for c in assets.consumers()] == ["s3tokenizer", "tiktoken", "nltk"]
+    assert [c.name for c in assets.consumers()] == [
+        "s3tokenizer",
+        "tiktoken",
+        "hub",
+        "nltk",
+    ]  # the Hub is a built-in entry
     owner = [c for c in assets.consumers() if c.owns(assets[0].path)]
     assert [c.name for c in owner] == ["nltk"]
 

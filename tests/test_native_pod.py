@@ -71,9 +71,9 @@ def _pod(shell: Shell, assets: Path, tmp_path: Path, job: str, **kwargs) -> obje
     )
 
 
-def test_the_runner_and_the_readme_carry_the_exact_snippet() -> None:
+def test_the_runner_and_the_docs_carry_the_exact_snippet() -> None:
     assert SNIPPET in RUNNER.read_text().splitlines()
-    assert SNIPPET in (REPO / "README.md").read_text()
+    assert SNIPPET in (REPO / "docs" / "runtime.md").read_text()
 
 
 def test_every_consumer_location_is_served_in_a_per_job_cache(

@@ -1,19 +1,78 @@
-"""The package's shape: no import cycle under bake/, and no class or function past its size limit.
+"""The package's shape: imports only downward, no class or function past its size limit, docstrings
+that name only files that exist, and a README short enough to read.
 
-Both walk the source with ``ast``, so imports under TYPE_CHECKING and inside
-functions count as much as those at the top of a module.
+The import checks walk the source with ``ast``, so imports under TYPE_CHECKING and
+inside functions count as much as those at the top of a module.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent / "bake"
+REPO = Path(__file__).resolve().parent.parent
+ROOT = REPO / "bake"
 MAX_CLASS_LINES = 250
 MAX_FUNCTION_LINES = 60
+MAX_README_LINES = 250
+
+# bake/ from the bottom up: a module may import only modules listed before it. The flow
+# reads top to bottom: manifest -> fetch -> index, seal, verify -> the build -> the CLI.
+LAYERS = {
+    "shared values and mechanisms": [
+        "bake",
+        "bake.errors",
+        "bake.units",
+        "bake.text",
+        "bake.hashes",
+        "bake.atomic",
+        "bake.tables",
+    ],
+    "the manifest and the consumer table": [
+        "bake.locations",
+        "bake.hubtable",
+        "bake.hub",
+        "bake.hub.layout",
+        "bake.consumers",
+        "bake.manifest",
+    ],
+    "the cache and the fetch engine": [
+        "bake.cache",
+        "bake.fetch.options",
+        "bake.fetch.failures",
+        "bake.fetch.segments",
+        "bake.fetch.clock",
+        "bake.fetch.retry",
+        "bake.fetch.sources",
+        "bake.fetch.transport",
+        "bake.fetch.session",
+        "bake.fetch.partial",
+        "bake.fetch.transfer",
+        "bake.fetch.attempt",
+        "bake.fetch.local",
+        "bake.fetch.install",
+        "bake.fetch.progress",
+        "bake.fetch.job",
+        "bake.fetch",
+    ],
+    "the destination: its index, the seal, verification": ["bake.index", "bake.seal", "bake.verify"],
+    "editing a manifest": ["bake.add", "bake.hub.download", "bake.hub.add"],
+    "the checked build": ["bake.context", "bake.assets_image", "bake.build"],
+    "image assertions": [
+        "bake.testing",
+        "bake.testing.image",
+        "bake.testing.layers",
+        "bake.testing.probes",
+        "bake.testing.serve",
+        "bake.testing.plugin",
+        "bake.testing.test_image",
+    ],
+    "the command line": ["bake.cli", "bake.__main__"],
+}
+ORDER = [module for layer in LAYERS.values() for module in layer]
 
 
 def _modules() -> dict[str, Path]:
@@ -114,6 +173,22 @@ def test_no_module_under_bake_imports_one_that_imports_it_back() -> None:
     assert _cycles(GRAPH) == []
 
 
+def test_every_module_has_a_place_in_the_declared_order() -> None:
+    assert sorted(set(MODULES) - set(ORDER)) == [], "add each new module to LAYERS, where it belongs"
+    assert sorted(set(ORDER) - set(MODULES)) == [], "LAYERS names modules that no longer exist"
+
+
+def test_no_module_imports_one_above_it() -> None:
+    rank = {module: i for i, module in enumerate(ORDER)}
+    upward = [
+        f"{module} -> {imported}"
+        for module, imports in sorted(GRAPH.items())
+        for imported in sorted(imports)
+        if module in rank and imported in rank and rank[imported] >= rank[module]
+    ]
+    assert upward == []
+
+
 def _oversized() -> list[str]:
     found = []
     limits = {ast.ClassDef: MAX_CLASS_LINES, ast.FunctionDef: MAX_FUNCTION_LINES}
@@ -129,3 +204,45 @@ def _oversized() -> list[str]:
 
 def test_no_class_over_250_lines_and_no_function_over_60() -> None:
     assert _oversized() == []
+
+
+# A file in this repository (a top-level folder, on to a name with an extension), or a bare
+# Markdown file name. ("docker/bake-action" is an action, not a file: no extension.)
+_CITED = re.compile(
+    r"(?<![\w./-])((?:bake|docs|docker|scripts|tests|\.github|\.buildkite)/[\w./-]*\.\w+|[\w-]+\.md)\b"
+)
+
+
+def _docstrings() -> list[tuple[Path, str]]:
+    found = []
+    for folder in ("bake", "tests", "scripts"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            if "_vendor" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                    text = ast.get_docstring(node)
+                    if text:
+                        found.append((path, text))
+    return found
+
+
+def _exists(cited: str, near: Path) -> bool:
+    if "/" in cited:
+        return (REPO / cited).exists() or (near.parent / cited).exists()
+    return any(REPO.glob(f"**/{cited}"))
+
+
+def test_docstrings_name_only_files_that_exist() -> None:
+    missing = sorted(
+        f"{path.relative_to(REPO)}: {cited}"
+        for path, text in _docstrings()
+        for cited in _CITED.findall(text)
+        if "<" not in cited and not _exists(cited, path)
+    )
+    assert missing == []
+
+
+def test_the_readme_stays_short() -> None:
+    lines = (REPO / "README.md").read_text(encoding="utf-8").count("\n")
+    assert lines <= MAX_README_LINES, f"README.md has {lines} lines; move reference material to docs/"

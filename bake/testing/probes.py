@@ -7,30 +7,15 @@ its standard library only, since bake itself needs nothing more.
 from __future__ import annotations
 
 # Resolves every location of bake.serve in the job's environment (after the entrypoint ran)
-# the way the consumers resolve it, and reports, per location, each served file and link.
+# with the image's own bake (bake.locations, the one resolver), and reports, per location,
+# each served file and link.
 LOCATIONS = r"""
-import hashlib, json, os, pwd, sys
+import hashlib, json, os, sys
 
 cfg = json.loads(sys.argv[1])
 root = cfg["root"]
-
-
-def home():
-    return os.environ.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir
-
-
-def base_of(loc, done):
-    value = os.environ.get(loc["var"], "")
-    if loc["mode"] == "export":
-        return value or None
-    if value:
-        return value
-    fallback = loc["fallback"]
-    if fallback.startswith("@"):
-        return done.get(fallback[1:])
-    if fallback == "$HOME" or fallback.startswith("$HOME/"):
-        return home() + fallback[len("$HOME"):]
-    return fallback
+sys.path.insert(0, cfg["lib"])
+from bake.locations import Location
 
 
 def sha256(path):
@@ -65,17 +50,15 @@ def check_link(directory, item):
     return None
 
 
-done, report = {}, {}
+known, report = {}, {}
 for loc in cfg["locations"]:
-    base = base_of(loc, done)
-    directory = os.path.abspath(os.path.join(base, loc["sub"]) if base and loc["sub"] else base or "")
-    if base:
-        done[loc["id"]] = directory
-    mine = [f for f in cfg["files"] if f["loc"] == loc["id"]] if base else []
-    files = {f["name"]: check_file(directory, f) for f in mine}
-    mine = [k for k in cfg["links"] if k["loc"] == loc["id"]] if base else []
-    links = {k["name"]: check_link(directory, k) for k in mine}
-    report[loc["id"]] = {"dir": directory if base else None, "files": files, "links": links}
+    known[loc["id"]] = Location.from_record(loc["mode"], loc["var"], loc["sub"], loc["fallback"], known)
+    directory = known[loc["id"]].resolve(os.environ)
+    mine = [f for f in cfg["files"] if f["loc"] == loc["id"]] if directory else []
+    files = {f["name"]: check_file(str(directory), f) for f in mine}
+    mine = [k for k in cfg["links"] if k["loc"] == loc["id"]] if directory else []
+    links = {k["name"]: check_link(str(directory), k) for k in mine}
+    report[loc["id"]] = {"dir": str(directory) if directory else None, "files": files, "links": links}
 print(json.dumps(report))
 """
 

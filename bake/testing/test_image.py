@@ -22,6 +22,8 @@ from bake.testing.plugin import DOCTOR_LIBRARIES, given, not_applicable
 from bake.testing.serve import Location, Serve
 
 HUB_LIBRARY = "huggingface_hub"
+# The image's own bake, which the location probe resolves with (the path docker/bake.sh uses).
+IMAGE_LIB = "/opt/bake/lib"
 READY = "bake-testing-ready"
 TERMINATED = "bake-testing-sigterm"
 # The job for the signal check: it says it is ready, then waits; on SIGTERM it says so and exits 42.
@@ -114,6 +116,7 @@ def served(bake_image_under_test: ImageUnderTest, bake_serve: Serve, bake_lock: 
     """Run the location probe once through the ENTRYPOINT (BAKE_REQUIRE=1, no network)."""
     config = {
         "root": root,
+        "lib": IMAGE_LIB,
         "locations": [asdict(loc) for loc in bake_serve.locations],
         "files": [asdict(f) for f in bake_serve.files],
         "links": [asdict(k) for k in bake_serve.links],

@@ -45,7 +45,6 @@ def manifest(tmp_path: Path, location: str) -> Path:
     return path
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 defect 7: a consumer inside the Hub's cache passes seal")
 @pytest.mark.parametrize("location", INSIDE_THE_HUB)
 @pytest.mark.parametrize("command", ["seal", "check"])
 def test_a_consumer_inside_the_hub_cache_is_refused(tmp_path: Path, location: str, command: str) -> None:
