@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bake import consumers
 from bake.errors import UsageError
-from bake.index import LOCK_NAME, LockedFile, add_to_index, install_together, read_lock
+from bake.index import LOCK_NAME, add_to_index, install_together, read_lock
 from bake.manifest import Asset, Assets, declared_consumers
 
 FILE_MODE = 0o444
@@ -32,17 +32,17 @@ def serve_text(dest: Path, assets: list[Asset]) -> str:
     Sizes come from the lock, which holds the verified sizes even when the
     manifest leaves one out.
     """
-    sizes = {f.path: f.size for f in read_lock(dest)}
+    locked = {f.path: f for f in read_lock(dest)}
     wanted = {a.path for a in assets}
-    missing = sorted(wanted - sizes.keys())
+    missing = sorted(wanted - locked.keys())
     if missing:
         raise UsageError(
             f"{dest}: {LOCK_NAME} does not record {', '.join(missing)}; run `bake fetch` with the same "
             "manifest and groups before sealing"
         )
-    files = [LockedFile(p, sizes[p], "") for p in sorted(wanted)]
+    files = [locked[p] for p in sorted(wanted)]
     table = Assets(assets, declared_consumers(assets)).consumers()
-    return consumers.serve_text(table, files)
+    return consumers.serve_text(table, files, alias_links(assets))
 
 
 def seal(dest: Path, assets: list[Asset]) -> None:

@@ -125,32 +125,71 @@ def line(record: Record) -> str:
     return "\t".join(fields_of(record))
 
 
-def digest(records: Iterable[Record]) -> str:
-    """The sha256 of a consumer's dir/place/skip/file/link lines: what ``set`` DIGEST holds."""
-    h = hashlib.sha256()
-    for record in records:
-        h.update(line(record).encode() + b"\n")
-    return h.hexdigest()
-
-
-def write(records: Sequence[Record]) -> str:
-    """Return ``bake.serve`` for ``records``: the header, then each kind's section, sorted.
-
-    ``loc`` records keep their order (a chained FALLBACK after what it names).
-    Raises ValueError naming the record when the reader would refuse it.
-    """
+def _ordered(records: Iterable[Record]) -> list[Record]:
+    """Records in the file's order: ``loc`` as given (a chained FALLBACK after what it names), then
+    each other kind's section, sorted by its fields byte by byte."""
     sections: dict[str, list[Record]] = {kind: [] for kind in KINDS}
     for record in records:
         sections[_KIND_OF[type(record)]].append(record)
     ordered = list(sections["loc"])
     for kind in ("set", "dir", "place", "skip", "file", "link"):
         ordered += sorted(sections[kind], key=lambda r: [f.encode() for f in fields_of(r)[1:]])
+    return ordered
+
+
+def write(records: Iterable[Record]) -> str:
+    """Return ``bake.serve`` for ``records``: the header, then each kind's section.
+
+    Raises ValueError naming the record when the reader would refuse it.
+    """
+    ordered = _ordered(records)
     text = HEADER + "\n" + "".join(line(r) + "\n" for r in ordered)
     refusals = read(text).refused
     if refusals:
         number, reason = refusals[0]
         raise ValueError(f"{NAME}: record {ordered[number - 2]!r} would be refused: expected {reason}")
     return text
+
+
+def parents(name: str) -> list[str]:
+    """The directories a plain path lies in, outermost first (none for a name at the top)."""
+    parts = name.split("/")[:-1]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def served_set(consumer: str, state: str, root: str, shown: str, parts: Iterable[Record]) -> ServedSet:
+    """The ``set`` record of a consumer whose other records are ``parts``: DIGEST names them all, BYTES
+    is what the copied view holds."""
+    ordered = _ordered(parts)
+    h = hashlib.sha256()
+    for record in ordered:
+        h.update(line(record).encode() + b"\n")
+    size = sum(r.size for r in ordered if isinstance(r, File))
+    return ServedSet(consumer, h.hexdigest(), size, state, root, shown)
+
+
+def tree_records(consumer: str, root: str, files: Sequence[File], skips: Iterable[str] = ()) -> list[Record]:
+    """The records of a consumer whose location mirrors ``root`` (its asset directory) file for file.
+
+    The linked view places ``root`` whole (one ``cp -rsT``) and removes ``skips`` (alias links
+    beside the files); every directory is in both views.
+    """
+    dirs = {"."} | {d for f in files for d in parents(f.name)}
+    return [
+        *(Dir(consumer, "both", d) for d in dirs),
+        Place(consumer, "tree", root, "."),
+        *(Skip(consumer, name) for name in skips),
+        *files,
+    ]
+
+
+def shown(names: Iterable[str], most: int = 8) -> str:
+    """The ready line's words for what a consumer serves: the first ``most`` names, and how many more."""
+    unique = list(dict.fromkeys(names))
+    text = ", ".join(unique[:most])
+    if len(unique) > most:
+        text += f" and {len(unique) - most} more"
+    return text if len(text.encode()) <= MAX_FIELD else f"{len(unique)} files"
 
 
 @dataclass
@@ -252,7 +291,9 @@ class _Reader:
     def check_file(self, consumer: str, view: str, name: str, size: str, sha: str) -> str | None:
         if view not in VIEWS:
             return f"VIEW both or copied, saw '{view}'"
-        problem = self.new_name(consumer, name) or (None if _DIGITS.match(size) else f"SIZE in bytes, saw '{size}'")
+        problem = self.new_name(consumer, name) or (
+            None if _DIGITS.match(size) else f"SIZE in bytes, saw '{size}'"
+        )
         if problem:
             return problem
         if not _HEX64.match(sha):
@@ -332,6 +373,8 @@ def read(text: str) -> Reading:
             reader.reading.refused.append((number, problem))
             continue
         cls = KINDS[parts[0]]
-        values = [int(v) if f.type in (int, "int") else v for f, v in zip(fields(cls), parts[1:], strict=True)]
+        values = [
+            int(v) if f.type in (int, "int") else v for f, v in zip(fields(cls), parts[1:], strict=True)
+        ]
         reader.reading.records.append(cls(*values))
     return reader.reading

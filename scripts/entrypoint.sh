@@ -67,12 +67,14 @@ _DISK_BYTES_PER_S=33554432 _WAIT_MARGIN_S=10
 # view=linked|copied mode=names|check|plan|sums report=0|1 sets=" A B "; a path comes
 # through the environment (_bake_out), since -v would read backslashes in it as escapes.
 # names: NUL-separated names to stat; check: `ok`, or `problem NAME WHY` lines (and
-# `refused LINE WHY`); plan: also $_bake_out/list and /sums for the missing ones, and
-# `copy COUNT BYTES`; sums: sha256sum -c input for every file record.
+# `refused LINE WHY`); plan: also, for the missing ones, $_bake_out/dirs (`N DIR` per
+# directory), $_bake_out/lists/N (their names, NUL-separated) and /sums, and `copy COUNT
+# BYTES`; sums: sha256sum -c input for every file record.
 # shellcheck disable=SC2016 # awk's own $1..., not the shell's
 _AWK='
 BEGIN {
 	FS = "\t"
+	out = ENVIRON["_bake_out"]
 	for (i = 1; i < 32; i++) if (i != 9) ctl = ctl sprintf("%c", i)
 	ctl = "[" ctl sprintf("%c", 127) "]"
 }
@@ -162,8 +164,10 @@ END {
 		if (mode == "sums") { if (type[nm] == "file") printf "%s  %s\n", sum[nm], nm; continue }
 		if (!(nm in got)) {
 			if (mode == "plan") {
-				print "./" nm > (ENVIRON["_bake_out"] "/list")
-				if (type[nm] == "file") { printf "%s  ./%s\n", sum[nm], nm > (ENVIRON["_bake_out"] "/sums"); bytes += size[nm] }
+				d = nm; sub(/\/[^\/]*$/, "", d); if (d == nm) d = "."
+				if (!(d in group)) { group[d] = ++groups; printf "%d\t%s\n", groups, d > (out "/dirs") }
+				printf "%s%c", nm, 0 > (out "/lists/" group[d])
+				if (type[nm] == "file") { printf "%s  ./%s\n", sum[nm], nm > (out "/sums"); bytes += size[nm] }
 				copies++
 				continue
 			}
@@ -444,8 +448,8 @@ _resolve() { # $1 loc row: sets _resolved to its directory, absolute; empty when
 			;;
 		*) value=$fallback ;;
 		esac
-		# Set but empty, a variable reads as the working directory to a consumer that takes
-		# it as a path (huggingface_hub, s3tokenizer): export the value served, so both agree.
+		# Set but empty, a variable reads as the working directory to a library that takes
+		# it as a path (os.getenv(VAR, DEFAULT)): export the value served, so both agree.
 		if [ -n "$set" ] && [ -n "$value" ]; then _export "$var" "$value"; fi
 	fi
 	case $value in
@@ -505,7 +509,7 @@ _stamped() { # $1 directory, $2 set row: succeed when a stamp proves the set ser
 	_state_ok "$dir" "$2" || return 1
 	stamp=$dir/$state/served.$digest
 	if [ -f "$stamp.linked" ] && [ ! -L "$stamp.linked" ]; then
-		IFS= read -r root <"$stamp.linked" || :
+		IFS= read -r root 2>/dev/null <"$stamp.linked" || :
 		[ "${root:-}" = "$_assets" ] || return 1
 		view=linked stamp=$stamp.linked
 	elif [ -f "$stamp.copied" ] && [ ! -L "$stamp.copied" ]; then
@@ -528,7 +532,9 @@ _stamp_begin() { # $1 directory, $2 set row: sets _tmp_stamp to a new file in th
 	_state_ok "$1" "$2" || return 0
 	# Made before the proof: whatever changes after it makes a directory newer than the stamp.
 	_tmp_stamp=$(mktemp "$1/$state/.served.XXXXXX" 2>/dev/null) || _tmp_stamp=''
-	[ -z "$_tmp_stamp" ] || printf '%s\n' "$_assets" >"$_tmp_stamp" 2>/dev/null || _tmp_stamp=''
+	# Readable by every job's user: mktemp makes it private.
+	[ -z "$_tmp_stamp" ] || { printf '%s\n' "$_assets" 2>/dev/null >"$_tmp_stamp" && chmod 0644 -- "$_tmp_stamp"; } ||
+		_tmp_stamp=''
 }
 
 _stamp_end() { # $1 directory, $2 set row, $3 view, $4 1 to keep it: put the stamp begun in place, or drop it
@@ -591,20 +597,20 @@ _prove() { # $1 directory, $2 set row, $3 view: succeed when every file of the v
 
 # --- the linked view: links into the image, in a constant number of processes
 
-_mkdirs() { # $1 directory, $2 set row, $3 views to make (both, or both and copied): mkdir -p them all
-	local dirs entry IFS
-	eval "dirs=\$_set_dirs_$2"
-	set -- "$1"
+_mkdirs() { # $1 directory, $2 set row, $3 views to make (both, or both and copied): mkdir -p them, and bake's state
+	local dir="$1" views="$3" dirs state entry IFS
+	eval "dirs=\$_set_dirs_$2 state=\$_set_state_$2"
+	set -- "$dir" "$dir/$state"
 	IFS=$_nl
 	for entry in $dirs; do
-		case $3:${entry%%"$_tab"*} in both:copied) continue ;; esac
-		set -- "$@" "$1/${entry#*"$_tab"}"
+		case $views:${entry%%"$_tab"*} in both:copied) continue ;; esac
+		set -- "$@" "$dir/${entry#*"$_tab"}"
 	done
 	mkdir -p -- "$@" 2>/dev/null || :
 }
 
 _place() { # $1 directory, $2 set row: make every placement; succeed when each made all it had to
-	local places skips entry how source dest all=0 IFS
+	local dir="$1" places skips entry how source dest all=0 IFS
 	eval "places=\$_set_places_$2 skips=\$_set_skips_$2"
 	IFS=$_nl
 	for entry in $places; do
@@ -612,7 +618,7 @@ _place() { # $1 directory, $2 set row: make every placement; succeed when each m
 		source=${entry#*"$_tab"}
 		dest=${source#*"$_tab"}
 		source=$_assets/${source%%"$_tab"*}
-		dest=$1/$dest
+		dest=$dir/$dest
 		case $how in
 		tree) cp -r -s -T -- "$source" "$dest" 2>/dev/null || all=1 ;;
 		link)
@@ -627,7 +633,7 @@ _place() { # $1 directory, $2 set row: make every placement; succeed when each m
 	done
 	set --
 	for entry in $skips; do
-		[ ! -L "$1/$entry" ] || set -- "$@" "$1/$entry"
+		[ ! -L "$dir/$entry" ] || set -- "$@" "$dir/$entry"
 	done
 	[ $# -eq 0 ] || rm -f -- "$@" 2>/dev/null || all=1
 	return "$all"
@@ -636,22 +642,31 @@ _place() { # $1 directory, $2 set row: make every placement; succeed when each m
 _linked() { # $1 directory, $2 set row, $3 1 for a fresh job-local one: serve the linked view; returns a status
 	local dir="$1" state proven=''
 	eval "state=\$_set_state_$2"
-	if [ -n "$3" ]; then
+	if [ -z "$3" ] && [ -f "$dir/$state/links" ]; then
+		# Made before: proved as it is first, so that a start that changes nothing writes nothing.
+		_stamp_begin "$dir" "$2"
+		if _prove "$dir" "$2" linked || { _place "$dir" "$2" || _prove "$dir" "$2" linked; }; then proven=1; fi
+	else
+		# The marker first: a job starting beside this one, or this job's runner starting again
+		# with the variables it exported, sees a directory bake makes.
 		_mkdirs "$dir" "$2" both
-		_place "$dir" "$2" && return "$_SERVED"
-		_reason="a job-local directory that could not be filled (no space in ${TMPDIR:-/tmp}?)"
-		return "$_CANNOT_MAKE"
+		printf '' 2>/dev/null >>"$dir/$state/links" || :
+		# A placement that made every link itself is its own proof; else one stat for all files.
+		if _place "$dir" "$2"; then
+			proven=1
+			[ -n "$3" ] || _stamp_begin "$dir" "$2"
+		else
+			[ -n "$3" ] || _stamp_begin "$dir" "$2"
+			! _prove "$dir" "$2" linked || proven=1
+		fi
 	fi
-	# The marker first, so that a job starting beside this one sees a directory bake makes.
-	mkdir -p -- "$dir/$state" 2>/dev/null || :
-	: >>"$dir/$state/links" 2>/dev/null || :
-	_mkdirs "$dir" "$2" both
-	_stamp_begin "$dir" "$2"
-	# A placement that made every link itself is its own proof; else one stat for all files.
-	if _place "$dir" "$2" || _prove "$dir" "$2" linked; then proven=1; fi
-	_stamp_end "$dir" "$2" linked "$proven"
+	[ -n "$3" ] || _stamp_end "$dir" "$2" linked "$proven"
 	[ -z "$proven" ] || return "$_SERVED"
-	_reason="a location that could not be created or written (read-only, or no permission)${_missing:+: $_missing is $_why}"
+	if [ -n "$3" ]; then
+		_reason="a job-local directory that could not be filled (no space in ${TMPDIR:-/tmp}?)"
+	else
+		_reason="a location that could not be created or written (read-only, or no permission)${_missing:+: $_missing is $_why}"
+	fi
 	return "$_CANNOT_MAKE"
 }
 
@@ -669,18 +684,27 @@ _empty() { # $1 directory, $2 set row: succeed when it holds nothing but bake's 
 
 # --- the copied view: verified copies into node storage, one job at a time
 
-_special() { # $1 path: succeed, setting _why, when something other than a real directory or nothing is there
+_kind_of() { # $1 path: sets _why to what is there, as a message names it (a lstat, never a follow)
 	if [ -L "$1" ]; then
 		_why="a symbolic link"
-	elif [ -d "$1" ] || [ ! -e "$1" ]; then
-		return 1
+	elif [ -d "$1" ]; then
+		_why="a directory"
+	elif [ -f "$1" ]; then
+		_why="a regular file"
 	elif [ -p "$1" ]; then
 		_why="a FIFO"
 	elif [ -b "$1" ] || [ -c "$1" ]; then
 		_why="a device"
+	elif [ -e "$1" ]; then
+		_why="a socket"
 	else
-		_why="a file"
+		_why="nothing"
 	fi
+}
+
+_special() { # $1 path: succeed, setting _why, when something other than a real directory or nothing is there
+	_kind_of "$1"
+	case $_why in "a directory" | nothing) return 1 ;; esac
 }
 
 _in_the_way() { # $1 path: set _reason for something at a name bake needs in node storage, and fail
@@ -725,8 +749,8 @@ _open_lock() { # $1 lock file: open it on fd 9, as a new file or a regular one, 
 		fi
 		set +C
 	fi
-	_why="not a regular file"
-	if _special "$1" || [ ! -f "$1" ]; then
+	_kind_of "$1"
+	if [ "$_why" != "a regular file" ]; then
 		_in_the_way "the lock $1"
 		return 1
 	fi
@@ -769,18 +793,18 @@ _copy_in() { # $1 directory, $2 set row: as the copier, copy the missing files i
 		return 1
 	fi
 	_copies=0 _copy_bytes=0
+	mkdir -- "$staging/lists" "$staging/tree" 2>/dev/null || :
 	out=$(_stat_listing "$dir" "$2" copied | _bake_out=$staging _awk "$2" copied plan - 2>/dev/null) || :
 	_judge "$out" || :
-	# tar carries the files and the relative links among them into a directory of bake's own;
-	# sha256sum checks every copy against the sealed sums; the copies enter by hard link,
-	# which never replaces an existing name.
+	# The files, and the relative links among them, into a directory of bake's own, one cp per
+	# directory; sha256sum checks every copy against the sealed sums; the copies enter by hard
+	# link, which never replaces an existing name.
 	if [ "$_copies" -eq 0 ]; then
 		:
-	elif ! (cd -- "$_assets/$root" && tar -cf - -T "$staging/list") 2>/dev/null |
-		(mkdir -- "$staging/tree" && cd -- "$staging/tree" && tar -xf -) 2>/dev/null; then
+	elif ! _copy_lists "$_assets/$root" "$staging"; then
 		_reason="node storage that cannot be written (copying $_copies file(s) there failed: no space, or no permission)"
 	elif [ -s "$staging/sums" ] && ! (cd -- "$staging/tree" && sha256sum -c "$staging/sums") >"$staging/checked" 2>&1; then
-		_reason="node storage where a copy did not match its sha256: $(_first_failure "$staging/checked")"
+		_reason="node storage where a copy did not match its sha256: $(_first_failure "$staging")"
 	else
 		sync -f -- "$staging/tree" 2>/dev/null || sync 2>/dev/null || :
 		cp -r -l -P -- "$staging/tree/." "$dir/" 2>/dev/null || :
@@ -790,17 +814,32 @@ _copy_in() { # $1 directory, $2 set row: as the copier, copy the missing files i
 	[ -z "$_reason" ]
 }
 
-_first_failure() { # $1 sha256sum -c output: its first failed name
-	local line
+_copy_lists() { # $1 source root, $2 staging directory: copy each list of names into its directory under tree/
+	local number dir
+	while IFS=$_tab read -r number dir; do
+		mkdir -p -- "$2/tree/$dir" 2>/dev/null &&
+			(cd -- "$1" && LC_ALL=C xargs -0 -r cp -P -t "$2/tree/$dir" -- <"$2/lists/$number") 2>/dev/null || return 1
+	done <"$2/dirs"
+}
+
+_first_failure() { # $1 staging directory: name the first copy sha256sum -c failed, with what it hashed
+	local line name got want
 	while IFS= read -r line; do
-		case $line in *': FAILED'*) printf '%s' "${line%%: FAILED*} hashed something else" && return 0 ;; esac
-	done <"$1"
+		case $line in *': FAILED'*) ;; *) continue ;; esac
+		name=${line%%: FAILED*}
+		got=$(sha256sum <"$1/tree/$name" 2>/dev/null) || got=''
+		while IFS=' ' read -r want line; do
+			[ "$line" != "$name" ] || break
+		done <"$1/sums"
+		printf '%s' "a copy of ${name#./} hashed sha256 ${got%% *}, expected $want (bake.serve)"
+		return 0
+	done <"$1/checked"
 	printf '%s' "sha256sum could not check the copies"
 }
 
 _seed() { # $1 directory, $2 set row: take the lock, then copy (the copier) or prove (a waiter); sets _reason if not
 	local tool
-	for tool in awk flock tar; do
+	for tool in awk flock xargs; do
 		command -v "$tool" >/dev/null 2>&1 && continue
 		_reason="node storage, left as is: no $tool on PATH to copy into it safely"
 		return 1
@@ -978,6 +1017,7 @@ _serve_export() { # $1 loc row, $2 its directory or empty, $3 _serve_at's status
 	if _merged "$1" "$2" "$4"; then
 		_hostile_warning "$2"
 		_export "$var" "$_made"
+		eval "_loc_at_$1=\$_made"
 		if [ -n "$2" ]; then _notes="$_notes; $var=$_made (job-local, $2 left as is: $_reason)"; fi
 		return 0
 	fi
@@ -1030,6 +1070,7 @@ _loc_set() { # $1 loc row: sets _row to its consumer's set row; fails for a row 
 _serve_loc() { # $1 loc row: serve it where its consumer looks, or report it
 	local dir status=0 mode unserved=$_unserved row
 	eval "mode=\$_loc_mode_$1"
+	_hostile=
 	_loc_set "$1" || return 0
 	row=$_row
 	_resolve "$1"
@@ -1187,6 +1228,7 @@ _print_env() { # one `export VAR='value'` line per variable set, quoted for eval
 _main() {
 	local row
 	_t0='' _unserved=0 _notes='' _exports='' _njobdirs=0 _require='' _seed='' _verify='' _report=1
+	_reason='' _missing='' _why='' _hostile='' _copier='' _tmp_stamp='' _copies=0 _copy_bytes=0
 	if _flag BAKE_QUIET 0; then _quiet=1; else
 		_quiet=
 		_clock_ms
