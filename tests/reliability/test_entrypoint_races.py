@@ -1,8 +1,8 @@
 """bake-entrypoint under racing jobs and hostile environments (issue 10, defect 10), on the host.
 
 - Twenty jobs starting at once on one node never exit 6: a concurrent `mkdir` is no failure.
-- Many jobs seeding one shared node directory at once: exactly one copy per file, no partial ever
-  visible at a final name, no job waits, none exits 6.
+- Many jobs seeding one shared node directory at once: exactly one copy per file, by one job the
+  others wait for; no partial ever visible at a final name; none exits 6.
 - Job-local directories are private to each job, never shared per uid.
 - No value of any variable (newlines, spaces, glob characters, leading dashes, `..`, relative
   paths, command substitutions) leads to a write or a delete outside the directories the
@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -164,7 +165,7 @@ def test_many_jobs_seeding_one_shared_directory_at_once(shell: Shell, count: int
 
         assert partials == []
         for code, out, err in results:
-            assert code == 0, err  # never 6: a job finding a copy in progress serves job-local
+            assert code == 0, err  # never 6: a job finding a copy in progress waits for it
             served = job_result(code, out, err)
             for var in EXPORT_VARS:
                 where = Path(served[var])
@@ -182,8 +183,16 @@ def test_many_jobs_seeding_one_shared_directory_at_once(shell: Shell, count: int
         for rel, entry in before.items():
             assert after[rel][:2] == entry[:2] and (entry[0] == "dir" or after[rel] == entry), rel
         added = {rel for rel in after if rel not in before}
-        assert added == set(names) | {f"{n}.lock" for n in names} | {"corpora", "corpora/tiny"}
-        # Nobody waited for another job's copy: the whole start took about one copy, not twelve.
+        # bake's hidden state: one lock, and one stamp per consumer served there.
+        state = {".bake", ".bake/lock"} | {
+            r for r in added if re.fullmatch(r"\.bake/served\.[0-9a-f]{64}\.copied", r)
+        }
+        assert added == set(names) | {"corpora", "corpora/tiny"} | state
+        assert len(state) <= 4
+        # Each file was copied once, by whichever job took the lock first; the others waited for it.
+        copied = [int(n) for _, _, err in results for n in re.findall(r"copied (\d+) file\(s\)", err)]
+        assert sum(copied) == len(names), copied
+        assert sum("waited " in err for _, _, err in results) >= 1
         print(f"\n[{shell.name}] {count} jobs seeding {len(names)} files at once: {took:.2f} s")
     finally:
         shutil.rmtree(box.root)
