@@ -164,8 +164,8 @@ def parse_location(text: object, where: str) -> Location:
         location = Location(var, sub, default)
     if servefile.refused_var(location.var):
         raise ManifestError(
-            f"{where}: location {text!r} uses ${location.var}, which a shell, the dynamic loader or "
-            "an interpreter reads to decide what runs or where, so bake may not serve it "
+            f"{where}: location {text!r} uses ${location.var}, which bake may not serve: a shell, the "
+            "dynamic loader or an interpreter reads it to decide what runs or where "
             f"({servefile.REFUSED_TEXT} are refused); name the library's own variable"
         )
     return location

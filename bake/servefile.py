@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 
 NAME = "bake.serve"
 HEADER = "# bake serve v1"
@@ -116,9 +116,14 @@ _KIND_OF = {cls: kind for kind, cls in KINDS.items()}
 HEAD_KINDS = ("loc", "set", "dir", "place", "skip")
 
 
+_FIELD_NAMES = {cls: tuple(f.name for f in fields(cls)) for cls in KINDS.values()}
+# Which fields of each kind are numbers (their annotations are strings: postponed evaluation).
+_INT_FIELDS = {cls: tuple(f.type in (int, "int") for f in fields(cls)) for cls in KINDS.values()}
+
+
 def fields_of(record: Record) -> list[str]:
     """The record's line fields, kind first."""
-    return [_KIND_OF[type(record)], *(str(v) for v in astuple(record))]
+    return [_KIND_OF[type(record)], *(str(getattr(record, name)) for name in _FIELD_NAMES[type(record)])]
 
 
 def line(record: Record) -> str:
@@ -128,12 +133,13 @@ def line(record: Record) -> str:
 def _ordered(records: Iterable[Record]) -> list[Record]:
     """Records in the file's order: ``loc`` as given (a chained FALLBACK after what it names), then
     each other kind's section, sorted by its fields byte by byte."""
-    sections: dict[str, list[Record]] = {kind: [] for kind in KINDS}
+    sections: dict[str, list[tuple[list[bytes], Record]]] = {kind: [] for kind in KINDS}
     for record in records:
-        sections[_KIND_OF[type(record)]].append(record)
-    ordered = list(sections["loc"])
+        line_fields = fields_of(record)
+        sections[line_fields[0]].append(([f.encode() for f in line_fields[1:]], record))
+    ordered = [record for _, record in sections["loc"]]
     for kind in ("set", "dir", "place", "skip", "file", "link"):
-        ordered += sorted(sections[kind], key=lambda r: [f.encode() for f in fields_of(r)[1:]])
+        ordered += [record for _, record in sorted(sections[kind], key=lambda pair: pair[0])]
     return ordered
 
 
@@ -216,7 +222,7 @@ class _Reader:
         """Return the rule ``f`` (the fields after the kind) breaks, or None."""
         if kind not in KINDS:
             return f"a loc, set, dir, place, skip, file or link record, saw kind '{kind}'"
-        want = len(fields(KINDS[kind]))
+        want = len(_FIELD_NAMES[KINDS[kind]])
         if len(f) != want:
             return f"{want + 1} tab-separated fields, saw {len(f) + 1}"
         if any(len(v.encode()) > MAX_FIELD for v in f):

@@ -11,10 +11,10 @@ these to ``seal``, from the manifest alone, so the layer is the same on every bu
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
-from pathlib import PurePosixPath
 
 from bake import servefile
 from bake.hubtable import PREFIX, HubEntry, selected_entries
@@ -42,11 +42,12 @@ def snapshot_links(entry: HubEntry) -> dict[str, str]:
     """Map each snapshot file (relative to the hub root) to its relative link target."""
     links = {}
     for f in entry.files:
-        up = "../" * (len(PurePosixPath(f.path).parts) + 1)
+        up = "../" * (f.path.count("/") + 2)  # a normalised relative path: one level per separator
         links[f"{entry.folder}/snapshots/{entry.commit}/{f.path}"] = f"{up}blobs/{f.etag}"
     return links
 
 
+@functools.lru_cache(maxsize=64)  # seal_files and entry_records both need it; a large one is slow to dump
 def tree_json(entry: HubEntry) -> str:
     """``trees/<commit>.json`` as huggingface_hub's ``write_tree_cache`` writes it, byte for byte."""
     files = {}
