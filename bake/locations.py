@@ -102,12 +102,19 @@ class Location:
         )
 
     def resolve(self, environ: Mapping[str, str]) -> Path | None:
-        """Return the directory as the entrypoint resolves it; None for ``$VAR`` when VAR is unset or empty.
+        """Return the directory the consumer looks in under ``environ``; None for ``$VAR`` when VAR is
+        unset or empty.
 
         This is bake's one location resolver: doctor, seal and the image probes all use it.
-        A relative value resolves against the working directory, as the consumers do.
+        A relative value resolves against the working directory, as the consumers do, and so does
+        a set but empty VAR of ``${VAR:-BASE}``: the libraries read it with ``os.getenv(VAR, BASE)``
+        (huggingface_hub's constants, s3tokenizer), and "" joined to SUB is SUB. The entrypoint
+        never serves that reading: it serves BASE and exports VAR with that value, after which
+        this resolver, the library and the entrypoint agree.
         """
-        value: str | None = environ.get(self.var) or None
+        value = environ.get(self.var)
+        if value == "" and self.mode == "export":
+            value = None  # tiktoken reads an empty one as "no cache"; the entrypoint exports one
         if value is None and self.fallback is not None:
             base = self.fallback.resolve(environ)
             value = None if base is None else str(base)

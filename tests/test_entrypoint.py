@@ -1130,6 +1130,63 @@ def test_hub_cache_variable_wins_over_hf_home(hub_box: Box) -> None:
     assert hf_offline(box, job)[0] == str(cache / HUB_REPO / "snapshots" / HUB_COMMIT)
 
 
+# What huggingface_hub itself reads, with its own constants.py, in a fresh interpreter.
+HF_CACHE = "import os; from huggingface_hub import constants; print(os.path.abspath(constants.HF_HUB_CACHE))"
+EMPTY_CASES = {
+    "HF_HOME empty": {"HF_HOME": ""},
+    "XDG_CACHE_HOME empty": {"XDG_CACHE_HOME": ""},
+    "HF_HUB_CACHE empty": {"HF_HUB_CACHE": ""},
+    "HUGGINGFACE_HUB_CACHE empty": {"HUGGINGFACE_HUB_CACHE": ""},
+    "HF_HUB_CACHE empty, HF_HOME set": {"HF_HUB_CACHE": "", "HF_HOME": "hf home"},
+    "every variable empty": {
+        v: "" for v in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME")
+    },
+}
+
+
+def huggingface_hub_reads(box: Box, env: dict[str, str]) -> Path:
+    import sys
+
+    job = {**env, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    done = subprocess.run(
+        [sys.executable, "-c", HF_CACHE], env=job, cwd=box.root, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return Path(done.stdout.strip())
+
+
+@pytest.mark.parametrize("empty", EMPTY_CASES.values(), ids=EMPTY_CASES.keys())
+def test_an_empty_hub_variable_is_read_one_way_everywhere(
+    hub_box: Box, empty: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A set but empty variable: huggingface_hub reads "" as the working directory. The Python
+    resolver reads it so too; the entrypoint serves the fallback instead and exports the variable,
+    in --print-env as when it runs the job, after which all three name the same directory."""
+    from bake.hub.layout import CACHE
+
+    box = hub_box
+    monkeypatch.chdir(box.root)
+    raw = {k: v for k, v in box.env(**empty).items() if k != "PATH"}
+    unserved = CACHE.resolve(raw)
+    assert unserved == huggingface_hub_reads(box, raw) and unserved.is_relative_to(box.root)  # "" is the cwd
+
+    printed = box.run("--print-env", cwd=box.root, **empty)
+    ran = job_env(box.run("env", cwd=box.root, **empty))
+
+    exports = dict(line.removeprefix("export ").split("=", 1) for line in printed.stdout.splitlines())
+    exports = {k: v.strip("'") for k, v in exports.items()}
+    # Each empty variable the chain reached is exported, the same in the job as in --print-env.
+    assert {k: ran[k] for k, v in empty.items() if v == "" and ran[k] != ""} == exports
+    after = {**raw, **exports}
+    served = CACHE.resolve(after)
+    assert served is not None and served != box.root
+    assert huggingface_hub_reads(box, after) == served
+    assert (served / HUB_REPO / "snapshots" / HUB_COMMIT / "config.json").read_bytes() == HUB_BLOBS[
+        "config.json"
+    ]
+    assert not (box.root / HUB_REPO).exists() and not (box.root / "hub").exists()
+
+
 # --- handing over to the job --------------------------------------------------------
 
 

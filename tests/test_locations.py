@@ -22,6 +22,12 @@ HUB_CASES = {
     "HF_HOME beats XDG_CACHE_HOME": {"HF_HOME": "/srv/hf", "XDG_CACHE_HOME": "/srv/xdg"},
     "XDG_CACHE_HOME": {"XDG_CACHE_HOME": "/srv/xdg"},
     "relative HF_HOME": {"HF_HOME": "rel/hf"},
+    # Set but empty: huggingface_hub reads "" as a path, the working directory (os.getenv with a default).
+    "HF_HOME empty": {"HF_HOME": ""},
+    "XDG_CACHE_HOME empty": {"XDG_CACHE_HOME": ""},
+    "HF_HUB_CACHE empty": {"HF_HUB_CACHE": ""},
+    "HUGGINGFACE_HUB_CACHE empty": {"HUGGINGFACE_HUB_CACHE": ""},
+    "HF_HUB_CACHE empty, HF_HOME set": {"HF_HUB_CACHE": "", "HF_HOME": "/srv/hf"},
 }
 
 
