@@ -906,12 +906,10 @@ EOF
 # --- serving a location
 
 _where() { # $1 directory, $2 set row: make it where that is ours to do; sets _view; returns a status if not
-	local dir="$1" up="$1" state
+	local dir="$1" up state
 	eval "state=\$_set_state_$2"
 	if [ ! -d "$dir" ]; then
-		[ ! -e "$dir" ] || return "$_NOT_A_DIR"
-		while [ -n "$up" ] && [ ! -e "$up" ] && [ ! -L "$up" ]; do up=${up%/*}; done
-		if [ "$up" = "$dir" ]; then
+		if [ -L "$dir" ] && [ ! -e "$dir" ]; then
 			# A dangling link: replaced on our own filesystem, never in node storage.
 			_fs_kind "${dir%/*}/"
 			if [ "$_kind" = node ]; then
@@ -919,14 +917,15 @@ _where() { # $1 directory, $2 set row: make it where that is ours to do; sets _v
 				return "$_KEEP"
 			fi
 			rm -f -- "$dir" 2>/dev/null || :
-		elif [ ! -d "${up:-/}" ]; then
-			return "$_CANNOT_MAKE"
-		else
+		elif [ ! -e "$dir" ]; then
+			up=${dir%/*}
+			while [ -n "$up" ] && [ ! -e "$up" ] && [ ! -L "$up" ]; do up=${up%/*}; done
+			[ -d "${up:-/}" ] || return "$_CANNOT_MAKE"
 			_fs_kind "${up:-/}"
-		fi
-		if [ "$_kind" = node ] && [ -z "$_seed" ]; then
-			_reason="node storage, left as is under BAKE_SEED=0"
-			return "$_KEEP"
+			if [ "$_kind" = node ] && [ -z "$_seed" ]; then
+				_reason="node storage, left as is under BAKE_SEED=0"
+				return "$_KEEP"
+			fi
 		fi
 		# mkdir -p, then a look: a concurrent job's mkdir is no failure (no check-then-act gap).
 		mkdir -p -- "$dir" 2>/dev/null || :
@@ -934,9 +933,8 @@ _where() { # $1 directory, $2 set row: make it where that is ours to do; sets _v
 			[ -e "$dir" ] && return "$_NOT_A_DIR"
 			return "$_CANNOT_MAKE"
 		fi
-	else
-		_fs_kind "$dir"
 	fi
+	_fs_kind "$dir"
 	case $_kind in
 	tmpfs) _view=linked ;;
 	node) _view=copied ;;
