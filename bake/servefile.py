@@ -174,19 +174,23 @@ def served_set(consumer: str, state: str, root: str, shown: str, parts: Iterable
     return ServedSet(consumer, h.hexdigest(), size, state, root, shown)
 
 
+# Up to this many files a consumer's linked view is placed file by file: one `ln` per directory
+# costs less than a `cp -rsT` that walks the tree (and an `rm` of the alias links it also makes).
+FEW_FILES = 16
+
+
 def tree_records(consumer: str, root: str, files: Sequence[File], skips: Iterable[str] = ()) -> list[Record]:
     """The records of a consumer whose location mirrors ``root`` (its asset directory) file for file.
 
     The linked view places ``root`` whole (one ``cp -rsT``) and removes ``skips`` (alias links
-    beside the files); every directory is in both views.
+    beside the files), or, for a few files, links each one; every directory is in both views.
     """
     dirs = {"."} | {d for f in files for d in parents(f.name)}
-    return [
-        *(Dir(consumer, "both", d) for d in dirs),
-        Place(consumer, "tree", root, "."),
-        *(Skip(consumer, name) for name in skips),
-        *files,
-    ]
+    if len(files) <= FEW_FILES:
+        places: list[Record] = [Place(consumer, "link", f"{root}/{f.name}", f.name) for f in files]
+    else:
+        places = [Place(consumer, "tree", root, "."), *(Skip(consumer, name) for name in skips)]
+    return [*(Dir(consumer, "both", d) for d in dirs), *places, *files]
 
 
 def shown(names: Iterable[str], most: int = 8) -> str:

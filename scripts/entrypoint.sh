@@ -195,19 +195,34 @@ _flag() { # $1 variable, $2 its value when unset or empty: succeed when on; exit
 	exit 2
 }
 
-_clock_ms() { # sets _now_ms to a millisecond clock reading, or empty when the shell has none
-	# busybox ash and bash have $EPOCHREALTIME; dash pays one date fork.
+_clock_ms() { # $1 start for the process's own start time: sets _now_ms to a millisecond reading, or empty
+	local up start stat
+	# busybox ash and bash have $EPOCHREALTIME, to the microsecond.
 	# shellcheck disable=SC3028
 	case ${EPOCHREALTIME:-} in
 	*[.,]*)
 		_now_ms=${EPOCHREALTIME%[.,]*}${EPOCHREALTIME#*[.,]}
 		_now_ms=${_now_ms%???}
-		;;
-	*)
-		_now_ms=$(date +%s%N 2>/dev/null) || _now_ms=
-		case $_now_ms in *[!0-9]* | '') _now_ms= ;; *) _now_ms=${_now_ms%??????} ;; esac
+		return 0
 		;;
 	esac
+	# dash has none, and a date process costs a millisecond: the kernel's clock since boot instead,
+	# read with `read` (to 10 ms: /proc/uptime in hundredths, a process's start time in ticks of 1/100 s).
+	_now_ms=''
+	if [ "${1:-}" = start ]; then
+		IFS= read -r stat 2>/dev/null </proc/self/stat || return 0
+		stat=${stat##*) } # the fields after the command name, which may hold anything
+		# shellcheck disable=SC2086 # split on purpose: the 20th field after it is the start time
+		set -- $stat
+		start=${20:-}
+		case $start in '' | *[!0-9]*) return 0 ;; esac
+		_now_ms=$((start * 10))
+		return 0
+	fi
+	IFS=' ' read -r up _ 2>/dev/null </proc/uptime || return 0
+	case $up in *[!0-9.]* | '' | .* | *.) return 0 ;; esac
+	# Hundredths, as two digits: 1NN - 100, so that a leading 0 is never read as octal.
+	_now_ms=$((${up%.*} * 1000 + (1${up#*.} - 100) * 10))
 }
 
 _usage() {
@@ -483,12 +498,21 @@ _is_job_local() { # $1 path: succeed when it is in a job-local directory of this
 	return 1
 }
 
-_job_dir() { # $1 variable: sets _made to a fresh private directory for it under ${TMPDIR:-/tmp}
-	local tmp="${TMPDIR:-/tmp}"
+_job_dir() { # $1 variable, $2 bake's state to make in it, or empty: sets _made to a fresh private directory
+	local tmp="${TMPDIR:-/tmp}" state="${2:-}"
 	case $tmp in /*) ;; *) tmp=$PWD/$tmp ;; esac
-	_made=$(mktemp -d "$tmp/bake-$1.XXXXXX" 2>/dev/null) || _made=
-	[ -n "$_made" ] && [ -d "$_made" ] || return 1
+	case $state in */*) state='' ;; esac # one component only: a nested one is made with the tree
 	_njobdirs=$((_njobdirs + 1))
+	# One process makes both, as new entries: mkdir never follows a link at the name it makes, and a
+	# name someone took (this pid's, in another container sharing TMPDIR) falls back to mktemp.
+	_made=$tmp/bake-$1.$$.$_njobdirs
+	if ! mkdir -m 0700 -- "$_made" ${state:+"$_made/$state"} 2>/dev/null; then
+		_made=$(mktemp -d "$tmp/bake-$1.XXXXXX" 2>/dev/null) || _made=''
+	fi
+	if [ -z "$_made" ] || [ ! -d "$_made" ]; then
+		_njobdirs=$((_njobdirs - 1))
+		return 1
+	fi
 	eval "_jobdir_$_njobdirs=\$_made"
 }
 
@@ -530,11 +554,31 @@ _stamp_begin() { # $1 directory, $2 set row: sets _tmp_stamp to a new file in th
 	eval "state=\$_set_state_$2"
 	_tmp_stamp=''
 	_state_ok "$1" "$2" || return 0
-	# Made before the proof: whatever changes after it makes a directory newer than the stamp.
-	_tmp_stamp=$(mktemp "$1/$state/.served.XXXXXX" 2>/dev/null) || _tmp_stamp=''
-	# Readable by every job's user: mktemp makes it private.
-	[ -z "$_tmp_stamp" ] || { printf '%s\n' "$_assets" 2>/dev/null >"$_tmp_stamp" && chmod 0644 -- "$_tmp_stamp"; } ||
-		_tmp_stamp=''
+	# Made before the proof: whatever changes after it makes a directory newer than the stamp. A
+	# builtin write, created with O_EXCL (noclobber, nothing there), 0644 for every job's user;
+	# mktemp only when the name is taken (this pid's, from another container on the same node).
+	_tmp_stamp=$1/$state/.served.$$
+	if [ -e "$_tmp_stamp" ] || [ -L "$_tmp_stamp" ] || ! _write_new "$_tmp_stamp" "$_assets"; then
+		_tmp_stamp=$(mktemp "$1/$state/.served.XXXXXX" 2>/dev/null) || _tmp_stamp=''
+		[ -z "$_tmp_stamp" ] || { printf '%s\n' "$_assets" 2>/dev/null >"$_tmp_stamp" &&
+			chmod 0644 -- "$_tmp_stamp"; } || _tmp_stamp=''
+	fi
+}
+
+_write_new() { # $1 a name where nothing is, $2 a line: create it (O_EXCL) holding the line; fails if not
+	local status=0
+	set -C
+	{ printf '%s\n' "$2" >"$1"; } 2>/dev/null || status=1
+	set +C
+	return "$status"
+}
+
+_stamp_new() { # $1 directory, $2 set row, $3 view: stamp a location just made whole, where no stamp is yet
+	local state digest
+	eval "state=\$_set_state_$2 digest=\$_set_digest_$2"
+	_state_ok "$1" "$2" || return 0
+	[ -e "$1/$state/served.$digest.$3" ] || [ -L "$1/$state/served.$digest.$3" ] ||
+		_write_new "$1/$state/served.$digest.$3" "$_assets" || :
 }
 
 _stamp_end() { # $1 directory, $2 set row, $3 view, $4 1 to keep it: put the stamp begun in place, or drop it
@@ -600,37 +644,45 @@ _prove() { # $1 directory, $2 set row, $3 view: succeed when every file of the v
 _mkdirs() { # $1 directory, $2 set row, $3 views to make (both, or both and copied): mkdir -p them, and bake's state
 	local dir="$1" views="$3" dirs state entry IFS
 	eval "dirs=\$_set_dirs_$2 state=\$_set_state_$2"
-	set -- "$dir" "$dir/$state"
+	set --
+	[ -d "$dir/$state" ] || set -- "$dir/$state"
 	IFS=$_nl
 	for entry in $dirs; do
 		case $views:${entry%%"$_tab"*} in both:copied) continue ;; esac
-		set -- "$@" "$dir/${entry#*"$_tab"}"
+		[ -d "$dir/${entry#*"$_tab"}" ] || set -- "$@" "$dir/${entry#*"$_tab"}"
 	done
-	mkdir -p -- "$@" 2>/dev/null || :
+	[ $# -eq 0 ] || mkdir -p -- "$@" 2>/dev/null || :
 }
 
 _place() { # $1 directory, $2 set row: make every placement; succeed when each made all it had to
-	local dir="$1" places skips entry how source dest all=0 IFS
+	local dir="$1" places skips entry how source dest batch='' all=0 IFS
 	eval "places=\$_set_places_$2 skips=\$_set_skips_$2"
+	set --
 	IFS=$_nl
 	for entry in $places; do
 		how=${entry%%"$_tab"*}
 		source=${entry#*"$_tab"}
-		dest=${source#*"$_tab"}
+		dest=$dir/${source#*"$_tab"}
 		source=$_assets/${source%%"$_tab"*}
-		dest=$dir/$dest
-		case $how in
-		tree) cp -r -s -T -- "$source" "$dest" 2>/dev/null || all=1 ;;
-		link)
-			if [ -e "$dest" ] || [ -L "$dest" ]; then
-				[ "$dest" -ef "$source" ] || all=1
-			else
-				ln -s -- "$source" "$dest" 2>/dev/null || all=1
+		if [ "$how" = link ] && { [ -e "$dest" ] || [ -L "$dest" ]; }; then
+			[ "$dest" -ef "$source" ] || all=1
+		elif [ "$how" = link ] && [ "${dest##*/}" = "${source##*/}" ]; then
+			# One ln per directory: `ln -s A B DIR/` names each link after its target.
+			if [ "${dest%/*}" != "$batch" ]; then
+				[ $# -eq 0 ] || ln -s -- "$@" "$batch/" 2>/dev/null || all=1
+				set --
+				batch=${dest%/*}
 			fi
-			;;
-		copy) [ -e "$dest" ] || [ -L "$dest" ] || cp -- "$source" "$dest" 2>/dev/null || all=1 ;;
-		esac
+			set -- "$@" "$source"
+		elif [ "$how" = link ]; then
+			ln -s -T -- "$source" "$dest" 2>/dev/null || all=1
+		elif [ "$how" = tree ]; then
+			cp -r -s -T -- "$source" "$dest" 2>/dev/null || all=1
+		elif [ ! -e "$dest" ] && [ ! -L "$dest" ]; then
+			cp -- "$source" "$dest" 2>/dev/null || all=1
+		fi
 	done
+	[ $# -eq 0 ] || ln -s -- "$@" "$batch/" 2>/dev/null || all=1
 	set --
 	for entry in $skips; do
 		[ ! -L "$dir/$entry" ] || set -- "$@" "$dir/$entry"
@@ -653,12 +705,11 @@ _linked() { # $1 directory, $2 set row, $3 1 for a fresh job-local one: serve th
 		printf '' 2>/dev/null >>"$dir/$state/links" || :
 		# A placement that made every link itself is its own proof; else one stat for all files.
 		if _place "$dir" "$2"; then
-			proven=1
-			[ -n "$3" ] || _stamp_begin "$dir" "$2"
-		else
-			[ -n "$3" ] || _stamp_begin "$dir" "$2"
-			! _prove "$dir" "$2" linked || proven=1
+			[ -n "$3" ] || _stamp_new "$dir" "$2" linked
+			return "$_SERVED"
 		fi
+		[ -n "$3" ] || _stamp_begin "$dir" "$2"
+		! _prove "$dir" "$2" linked || proven=1
 	fi
 	[ -n "$3" ] || _stamp_end "$dir" "$2" linked "$proven"
 	[ -z "$proven" ] || return "$_SERVED"
@@ -908,6 +959,7 @@ EOF
 _where() { # $1 directory, $2 set row: make it where that is ours to do; sets _view; returns a status if not
 	local dir="$1" up state
 	eval "state=\$_set_state_$2"
+	_kind=''
 	if [ ! -d "$dir" ]; then
 		if [ -L "$dir" ] && [ ! -e "$dir" ]; then
 			# A dangling link: replaced on our own filesystem, never in node storage.
@@ -928,13 +980,14 @@ _where() { # $1 directory, $2 set row: make it where that is ours to do; sets _v
 			fi
 		fi
 		# mkdir -p, then a look: a concurrent job's mkdir is no failure (no check-then-act gap).
-		mkdir -p -- "$dir" 2>/dev/null || :
+		# bake's state with it: the location is new, and bake's own.
+		mkdir -p -- "$dir/$state" 2>/dev/null || mkdir -p -- "$dir" 2>/dev/null || :
 		if [ ! -d "$dir" ]; then
 			[ -e "$dir" ] && return "$_NOT_A_DIR"
 			return "$_CANNOT_MAKE"
 		fi
 	fi
-	_fs_kind "$dir"
+	[ -n "${_kind:-}" ] || _fs_kind "$dir"
 	case $_kind in
 	tmpfs) _view=linked ;;
 	node) _view=copied ;;
@@ -975,9 +1028,9 @@ _wanted() { # $1 set row: sets _want to what a location should serve, for messag
 }
 
 _merged() { # $1 loc row, $2 node directory or empty, $3 set row: sets _made to a job-local directory serving both
-	local var
-	eval "var=\$_loc_var_$1"
-	_job_dir "$var" || return 1
+	local var state
+	eval "var=\$_loc_var_$1 state=\$_set_state_$3"
+	_job_dir "$var" "$state" || return 1
 	_linked "$_made" "$3" 1 >/dev/null || return 1
 	[ -d "${2:-}" ] || return 0
 	# Then the node directory's finished files and directories whose names are free (baked files
@@ -1229,7 +1282,7 @@ _main() {
 	_reason='' _missing='' _why='' _hostile='' _copier='' _tmp_stamp='' _copies=0 _copy_bytes=0
 	if _flag BAKE_QUIET 0; then _quiet=1; else
 		_quiet=
-		_clock_ms
+		_clock_ms start
 		_t0=$_now_ms
 	fi
 	_parse_args "$@"

@@ -287,7 +287,7 @@ def test_a_consumer_may_write_its_own_records_and_chain_locations() -> None:
         "dir\tchained\tboth\t.",
         "dir\ttiktoken\tboth\t.",
         "place\tchained\ttree\tchained\t.",
-        "place\ttiktoken\ttree\ttiktoken\t.",
+        "place\ttiktoken\tlink\ttiktoken/x\tx",
         f"file\tchained\tboth\tv1\t3\t{'0' * 64}",
         f"file\ttiktoken\tboth\tx\t1\t{'1' * 64}",
         "link\tchained\tlatest\tv1",

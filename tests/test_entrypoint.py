@@ -980,12 +980,15 @@ def test_a_line_it_cannot_read_is_a_warning_or_exit_6_and_writes_nothing(
     lines.insert(at, line)
     write_serve(box, "\n".join(lines) + "\n")
     nltk = box.root / "nltk"
-    node = box.root / "node"  # node storage, so that the per-file records are read too
-    node.mkdir()
-    (node / "user.bin").write_bytes(b"user data")
+    # Node storage (a directory holding data), so that the per-file records are read too: a fresh
+    # one for each run, since a location proved and stamped is not read record by record again.
+    nodes = [box.root / "node a", box.root / "node b"]
+    for node in nodes:
+        node.mkdir()
+        (node / "user.bin").write_bytes(b"user data")
 
-    plain = box.run("env", NLTK_DATA=nltk, TIKTOKEN_CACHE_DIR=node)
-    required = box.run(*marker_job(box), BAKE_REQUIRE=1, NLTK_DATA=nltk, TIKTOKEN_CACHE_DIR=node)
+    plain = box.run("env", NLTK_DATA=nltk, TIKTOKEN_CACHE_DIR=nodes[0])
+    required = box.run(*marker_job(box), BAKE_REQUIRE=1, NLTK_DATA=nltk, TIKTOKEN_CACHE_DIR=nodes[1])
 
     assert plain.returncode == 0
     assert f"bake: warning: {box.assets}/bake.serve line {at + 1}: expected" in plain.stderr

@@ -135,14 +135,11 @@ def expected_serve(locs: list[str], consumers_: dict[str, tuple[int, str, list[s
     return "# bake serve v1\n" + "".join(line + "\n" for line in [*locs, *sets, *rest])
 
 
-def tree(
-    name: str, files: dict[str, bytes], dirs: tuple[str, ...] = (), skips: tuple[str, ...] = ()
-) -> list[str]:
-    """The records of a consumer whose location mirrors its asset directory."""
+def tree(name: str, files: dict[str, bytes], dirs: tuple[str, ...] = ()) -> list[str]:
+    """The records of a consumer whose location mirrors its asset directory: a few files, each linked."""
     return [
         *(f"dir\t{name}\tboth\t{d}" for d in (".", *dirs)),
-        f"place\t{name}\ttree\t{name}\t.",
-        *(f"skip\t{name}\t{s}" for s in skips),
+        *(f"place\t{name}\tlink\t{name}/{n}\t{n}" for n in files),
         *(f"file\t{name}\tboth\t{n}\t{len(d)}\t{_sha(d)}" for n, d in files.items()),
     ]
 
@@ -166,7 +163,7 @@ EXPECTED_SERVE = expected_serve(
         "tiktoken": (
             6,
             "tiktoken/o200k_base",
-            tree("tiktoken", {VOCAB_NAME: b"vocab!"}, skips=("o200k_base.tiktoken",)),
+            tree("tiktoken", {VOCAB_NAME: b"vocab!"}),
         ),
         "whisper": (7, "whisper/base.pt", tree("whisper", {"base.pt": b"weights"})),
     },
@@ -267,7 +264,7 @@ IMAGE_SERVE = expected_serve(
             "nltk/corpora",
             [
                 *(f"dir\tnltk\tboth\t{d}" for d in (".", "corpora", "corpora/stopwords")),
-                "place\tnltk\ttree\tnltk\t.",
+                "place\tnltk\tlink\tnltk/corpora/stopwords/english\tcorpora/stopwords/english",
                 *image_files("nltk", {"corpora/stopwords/english": 23}),
             ],
         ),
@@ -276,7 +273,8 @@ IMAGE_SERVE = expected_serve(
             f"s3tokenizer/{V2}, s3tokenizer/{V3}",
             [
                 "dir\ts3tokenizer\tboth\t.",
-                "place\ts3tokenizer\ttree\ts3tokenizer\t.",
+                f"place\ts3tokenizer\tlink\ts3tokenizer/{V2}\t{V2}",
+                f"place\ts3tokenizer\tlink\ts3tokenizer/{V3}\t{V3}",
                 *image_files("s3tokenizer", {V2: 1048576, V3: 8388608}),
             ],
         ),
@@ -285,9 +283,8 @@ IMAGE_SERVE = expected_serve(
             "tiktoken/cl100k_base, tiktoken/o200k_base",
             [
                 "dir\ttiktoken\tboth\t.",
-                "place\ttiktoken\ttree\ttiktoken\t.",
-                "skip\ttiktoken\tcl100k_base.tiktoken",
-                "skip\ttiktoken\to200k_base.tiktoken",
+                f"place\ttiktoken\tlink\ttiktoken/{CL100K}\t{CL100K}",
+                f"place\ttiktoken\tlink\ttiktoken/{O200K}\t{O200K}",
                 *image_files("tiktoken", {CL100K: 1681126, O200K: 3613922}),
             ],
         ),
