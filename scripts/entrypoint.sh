@@ -253,7 +253,7 @@ _parse_args() { # "$@": sets _mode to run or env; exits for --help and bad usage
 	esac
 }
 
-# --- the head of bake.serve, read into tables: _loc_<field>_<n>, _set_<field>_<n>
+# --- the head of bake.serve, kept as it reads: _head, its checked records, a line each
 
 _plain_path() { # $1: succeed when it is relative path components, none empty, . or ..
 	case /$1/ in
@@ -261,28 +261,47 @@ _plain_path() { # $1: succeed when it is relative path components, none empty, .
 	esac
 }
 
-_loc_index() { # $1 loc ID: sets _index to its row, or fails
-	_index=1
-	while [ "$_index" -le "$_nlocs" ]; do
-		eval "[ \"\$_loc_id_$_index\" != \"\$1\" ]" || return 0
-		_index=$((_index + 1))
+_split() { # $1 a record: sets _1 to _7 to its TAB-separated fields (kind first), empty past the last
+	local rest="$1$_tab"
+	_1=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
+	_2=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
+	_3=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
+	_4=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
+	_5=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
+	_6=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
+	_7=${rest%%"$_tab"*}
+}
+
+_find() { # $1 kind, $2 its first field (an ID or a consumer): sets _record to that head record, or fails
+	local IFS="$_nl" record
+	for record in $_head; do
+		case $record in "$1$_tab$2$_tab"*)
+			_record=$record
+			return 0
+			;;
+		esac
 	done
 	return 1
 }
 
-_set_index() { # $1 consumer: sets _index to its set row, or fails
-	_index=1
-	while [ "$_index" -le "$_nsets" ]; do
-		eval "[ \"\$_set_consumer_$_index\" != \"\$1\" ]" || return 0
-		_index=$((_index + 1))
-	done
-	return 1
+_set_of() { # $1 consumer: sets _state, _digest, _bytes, _root and _shown from its set record, or fails
+	_find set "$1" || return 1
+	_split "$_record"
+	_digest=$_3 _bytes=$_4 _state=$_5 _root=$_6 _shown=$_7
 }
 
-_load_loc() { # loc ID CONSUMER MODE VAR SUB FALLBACK: add a row, or set _reason and fail
-	local fallback="$7"
+_parts() { # $1 kind (dir, place or skip), $2 consumer: sets _list to its records' fields after the consumer, a line each
+	local IFS="$_nl" record
+	_list=''
+	for record in $_head; do
+		case $record in "$1$_tab$2$_tab"*) _list=$_list${record#"$1$_tab$2$_tab"}$_nl ;; esac
+	done
+}
+
+_load_loc() { # loc ID CONSUMER MODE VAR SUB FALLBACK: check a loc record, or set _reason and fail
+	local expected="MODE export with no SUB or FALLBACK, or under with /PATH, \$HOME[/PATH] or an earlier @ID"
 	case $2 in '' | *[!A-Za-z0-9_.-]*) _reason="an ID of letters, digits, _ . -, saw '$2'" && return 1 ;; esac
-	! _loc_index "$2" || { _reason="one loc line per ID, saw '$2' twice" && return 1; }
+	! _find loc "$2" || { _reason="one loc line per ID, saw '$2' twice" && return 1; }
 	case $3 in
 	- | [A-Za-z0-9]*) case $3 in -) ;; *[!A-Za-z0-9._-]*) _reason="a CONSUMER name or -, saw '$3'" && return 1 ;; esac ;;
 	*) _reason="a CONSUMER name or -, saw '$3'" && return 1 ;;
@@ -296,64 +315,52 @@ _load_loc() { # loc ID CONSUMER MODE VAR SUB FALLBACK: add a row, or set _reason
 	esac
 	[ -z "$6" ] || _plain_path "$6" || { _reason="SUB as plain relative components, saw '$6'" && return 1; }
 	case $4:$6:$7 in
-	export::) ;;
-	under:*:@*)
-		_loc_index "${7#@}" || { _reason="MODE export with no SUB or FALLBACK, or under with /PATH, \$HOME[/PATH] or an earlier @ID, saw '$4', '$6' and '$7'" && return 1; }
-		fallback=@$_index
-		;;
-	under:*:\$HOME | under:*:/) ;;
-	under:*:\$HOME/* | under:*:/*)
-		_plain_path "${7#*/}" || { _reason="MODE export with no SUB or FALLBACK, or under with /PATH, \$HOME[/PATH] or an earlier @ID, saw '$4', '$6' and '$7'" && return 1; }
-		;;
-	*) _reason="MODE export with no SUB or FALLBACK, or under with /PATH, \$HOME[/PATH] or an earlier @ID, saw '$4', '$6' and '$7'" && return 1 ;;
+	export:: | under:*:\$HOME | under:*:/) return 0 ;;
+	under:*:@*) _find loc "${7#@}" && return 0 ;;
+	under:*:\$HOME/* | under:*:/*) _plain_path "${7#*/}" && return 0 ;;
 	esac
-	_nlocs=$((_nlocs + 1))
-	eval "_loc_id_$_nlocs=\$2 _loc_consumer_$_nlocs=\$3 _loc_mode_$_nlocs=\$4 _loc_var_$_nlocs=\$5"
-	eval "_loc_sub_$_nlocs=\$6 _loc_fallback_$_nlocs=\$fallback _loc_at_$_nlocs= _loc_unserved_$_nlocs="
+	_reason="$expected, saw '$4', '$6' and '$7'"
+	return 1
 }
 
-_load_set() { # set CONSUMER DIGEST BYTES STATE ROOT SHOWN: add a row, or set _reason and fail
-	local row=1 named=''
-	while [ "$row" -le "$_nlocs" ]; do
-		eval "[ \"\$_loc_consumer_$row\" != \"\$2\" ]" || named=1
-		row=$((row + 1))
+_load_set() { # set CONSUMER DIGEST BYTES STATE ROOT SHOWN: check a set record, or set _reason and fail
+	local IFS="$_nl" record named=''
+	for record in $_head; do
+		case $record in "loc$_tab"*"$_tab$2$_tab"*)
+			_split "$record"
+			[ "$_3" != "$2" ] || named=1
+			;;
+		esac
 	done
 	[ -n "$named" ] && [ "$2" != - ] || { _reason="a CONSUMER named by a loc record above, saw '$2'" && return 1; }
-	! _set_index "$2" || { _reason="one set record per consumer, saw '$2' twice" && return 1; }
+	! _find set "$2" || { _reason="one set record per consumer, saw '$2' twice" && return 1; }
 	case $3 in *[!0-9a-f]* | '') _reason="DIGEST as 64 lower-case hex characters, saw '$3'" && return 1 ;; esac
 	[ "${#3}" -eq 64 ] || { _reason="DIGEST as 64 lower-case hex characters, saw '$3'" && return 1; }
 	case $4 in *[!0-9]* | '') _reason="BYTES as decimal digits, saw '$4'" && return 1 ;; esac
 	case $5 in .*) _plain_path "$5" ;; *) false ;; esac || { _reason="STATE as plain components, the first hidden (.NAME), saw '$5'" && return 1; }
 	_plain_path "$6" || { _reason="ROOT as a path inside BAKE_ASSETS, saw '$6'" && return 1; }
-	_nsets=$((_nsets + 1))
-	eval "_set_consumer_$_nsets=\$2 _set_digest_$_nsets=\$3 _set_bytes_$_nsets=\$4 _set_state_$_nsets=\$5"
-	eval "_set_root_$_nsets=\$6 _set_shown_$_nsets=\$7 _set_dirs_$_nsets= _set_places_$_nsets= _set_skips_$_nsets="
 }
 
-_load_part() { # dir/place/skip CONSUMER ...: add it to its consumer's set row, or set _reason and fail
-	local kind="$1"
-	_set_index "$2" || { _reason="a CONSUMER with a set record above, saw '$2'" && return 1; }
-	case $kind in
+_load_part() { # dir/place/skip CONSUMER ...: check a record of a consumer's set, or set _reason and fail
+	_find set "$2" || { _reason="a CONSUMER with a set record above, saw '$2'" && return 1; }
+	case $1 in
 	dir)
 		case $3 in both | copied) ;; *) _reason="VIEW both or copied, saw '$3'" && return 1 ;; esac
 		[ "$4" = . ] || _plain_path "$4" || { _reason="PATH as . or plain relative components, saw '$4'" && return 1; }
-		eval "_set_dirs_$_index=\"\$_set_dirs_$_index\$3\$_tab\$4\$_nl\""
 		;;
 	place)
 		case $3 in tree | link | copy) ;; *) _reason="HOW tree, link or copy, saw '$3'" && return 1 ;; esac
 		_plain_path "$4" || { _reason="SOURCE as a path inside BAKE_ASSETS, saw '$4'" && return 1; }
 		[ "$5" = . ] || _plain_path "$5" || { _reason="DEST as . or a path inside the location, saw '$5'" && return 1; }
-		eval "_set_places_$_index=\"\$_set_places_$_index\$3\$_tab\$4\$_tab\$5\$_nl\""
 		;;
 	skip)
 		_plain_path "$3" || { _reason="NAME as a path inside the location, saw '$3'" && return 1; }
-		eval "_set_skips_$_index=\"\$_set_skips_$_index\$3\$_nl\""
 		;;
 	esac
 }
 
-_load_record() { # $1 line: split at tabs (empty fields kept) and add it; set _reason and fail if malformed
-	local rest="$1$_tab" field
+_load_record() { # $1 line: split at tabs (empty fields kept), check it, add it to _head; set _reason and fail if not
+	local line="$1" rest="$1$_tab" field
 	if [ "${#1}" -gt 4096 ]; then _reason="a line of at most 4096 bytes" && return 1; fi
 	set --
 	while [ -n "$rest" ]; do
@@ -370,15 +377,16 @@ _load_record() { # $1 line: split at tabs (empty fields kept) and add it; set _r
 	loc:* | set:* | dir:* | place:* | skip:*)
 		case $1 in loc | set) _reason=7 ;; dir) _reason=4 ;; place) _reason=5 ;; *) _reason=3 ;; esac
 		_reason="$_reason tab-separated fields, saw $#"
-		return 1
+		false
 		;;
-	*) _reason="a loc, set, dir, place, skip, file or link record, saw kind '$1'" && return 1 ;;
-	esac
+	*) _reason="a loc, set, dir, place, skip, file or link record, saw kind '$1'" && false ;;
+	esac || return 1
+	_head=$_head$line$_nl
 }
 
-_load_serve() { # read the head of $_assets/bake.serve; fails (with _reason) when it is missing or not v1
+_load_serve() { # read the head of $_assets/bake.serve into _head; fails (with _reason) when it is missing or not v1
 	local line number=0
-	_nlocs=0 _nsets=0
+	_head=''
 	if [ ! -r "$_assets/bake.serve" ] || [ -d "$_assets/bake.serve" ]; then
 		if [ -d "$_assets" ]; then _reason="a directory without a readable bake.serve"; else _reason="nothing there"; fi
 		return 1
@@ -446,9 +454,11 @@ _export() { # $1 name, $2 value: export for the job and remember it for --print-
 	case " $_exports " in *" $1 "*) ;; *) _exports="$_exports $1" ;; esac
 }
 
-_resolve() { # $1 loc row: sets _resolved to its directory, absolute; empty when it has none
+_resolve() { # $1 loc ID: sets _resolved to its directory, absolute; empty when it has none
 	local var sub fallback value set
-	eval "var=\$_loc_var_$1 sub=\$_loc_sub_$1 fallback=\$_loc_fallback_$1"
+	_find loc "$1" || return 0
+	_split "$_record"
+	var=$_5 sub=$_6 fallback=$_7
 	eval "value=\${$var:-} set=\${$var+set}"
 	if [ -z "$value" ]; then
 		case $fallback in
@@ -489,12 +499,11 @@ _fs_kind() { # $1 existing path: sets _kind to own (the container's own filesyst
 }
 
 _is_job_local() { # $1 path: succeed when it is in a job-local directory of this job
-	local n=1 dir
-	while [ "$n" -le "$_njobdirs" ]; do
-		eval "dir=\$_jobdir_$n"
-		case $1 in "$dir" | "$dir"/*) return 0 ;; esac
-		n=$((n + 1))
-	done
+	local name
+	case $1 in "$_jobtmp"/bake-*) ;; *) return 1 ;; esac
+	name=${1#"$_jobtmp"/}
+	# Their names (bake-VAR.SUFFIX) hold no newline, whatever TMPDIR holds.
+	case $_nl$_jobnames in *"$_nl${name%%/*}$_nl"*) return 0 ;; esac
 	return 1
 }
 
@@ -502,36 +511,31 @@ _job_dir() { # $1 variable, $2 bake's state to make in it, or empty: sets _made 
 	local tmp="${TMPDIR:-/tmp}" state="${2:-}"
 	case $tmp in /*) ;; *) tmp=$PWD/$tmp ;; esac
 	case $state in */*) state='' ;; esac # one component only: a nested one is made with the tree
-	_njobdirs=$((_njobdirs + 1))
+	_jobcount=$((_jobcount + 1))
 	# One process makes both, as new entries: mkdir never follows a link at the name it makes, and a
 	# name someone took (this pid's, in another container sharing TMPDIR) falls back to mktemp.
-	_made=$tmp/bake-$1.$$.$_njobdirs
+	_made=$tmp/bake-$1.$$.$_jobcount
 	if ! mkdir -m 0700 -- "$_made" ${state:+"$_made/$state"} 2>/dev/null; then
 		_made=$(mktemp -d "$tmp/bake-$1.XXXXXX" 2>/dev/null) || _made=''
 	fi
-	if [ -z "$_made" ] || [ ! -d "$_made" ]; then
-		_njobdirs=$((_njobdirs - 1))
-		return 1
-	fi
-	eval "_jobdir_$_njobdirs=\$_made"
+	[ -n "$_made" ] && [ -d "$_made" ] || return 1
+	_jobtmp=$tmp _jobnames=$_jobnames${_made##*/}$_nl
 }
 
 # --- proving a location served
 
-_state_ok() { # $1 directory, $2 set row: succeed when the set's state directory is there, real all the way
-	local state part='' entry IFS=/
-	eval "state=\$_set_state_$2"
-	for entry in $state; do
+_state_ok() { # $1 directory, $2 state: succeed when bake's state directory is there, real all the way
+	local part='' entry IFS=/
+	for entry in $2; do
 		part=$part/$entry
 		[ -d "$1$part" ] && [ ! -L "$1$part" ] || return 1
 	done
 }
 
-_stamped() { # $1 directory, $2 set row: succeed when a stamp proves the set served there, starting no process
-	local dir="$1" stamp state digest dirs root entry view IFS
-	eval "digest=\$_set_digest_$2 state=\$_set_state_$2 dirs=\$_set_dirs_$2"
-	_state_ok "$dir" "$2" || return 1
-	stamp=$dir/$state/served.$digest
+_stamped() { # $1 directory, $2 consumer: succeed when a stamp proves its files served there, starting no process
+	local dir="$1" stamp root entry view IFS
+	_set_of "$2" && _state_ok "$dir" "$_state" || return 1
+	stamp=$dir/$_state/served.$_digest
 	if [ -f "$stamp.linked" ] && [ ! -L "$stamp.linked" ]; then
 		IFS= read -r root 2>/dev/null <"$stamp.linked" || :
 		[ "${root:-}" = "$_assets" ] || return 1
@@ -542,24 +546,23 @@ _stamped() { # $1 directory, $2 set row: succeed when a stamp proves the set ser
 		return 1
 	fi
 	# A directory gains a newer mtime whenever an entry in it is added, removed or renamed.
+	_parts dir "$2"
 	IFS=$_nl
-	for entry in $dirs; do
+	for entry in $_list; do
 		[ "$view" = copied ] || [ "${entry%%"$_tab"*}" = both ] || continue
 		[ "$stamp" -nt "$dir/${entry#*"$_tab"}" ] || return 1
 	done
 }
 
-_stamp_begin() { # $1 directory, $2 set row: sets _tmp_stamp to a new file in the set's state directory, or empty
-	local state
-	eval "state=\$_set_state_$2"
+_stamp_begin() { # $1 directory, $2 consumer: sets _tmp_stamp to a new file in its state directory, or empty
 	_tmp_stamp=''
-	_state_ok "$1" "$2" || return 0
+	_set_of "$2" && _state_ok "$1" "$_state" || return 0
 	# Made before the proof: whatever changes after it makes a directory newer than the stamp. A
 	# builtin write, created with O_EXCL (noclobber, nothing there), 0644 for every job's user;
 	# mktemp only when the name is taken (this pid's, from another container on the same node).
-	_tmp_stamp=$1/$state/.served.$$
+	_tmp_stamp=$1/$_state/.served.$$
 	if [ -e "$_tmp_stamp" ] || [ -L "$_tmp_stamp" ] || ! _write_new "$_tmp_stamp" "$_assets"; then
-		_tmp_stamp=$(mktemp "$1/$state/.served.XXXXXX" 2>/dev/null) || _tmp_stamp=''
+		_tmp_stamp=$(mktemp "$1/$_state/.served.XXXXXX" 2>/dev/null) || _tmp_stamp=''
 		[ -z "$_tmp_stamp" ] || { printf '%s\n' "$_assets" 2>/dev/null >"$_tmp_stamp" &&
 			chmod 0644 -- "$_tmp_stamp"; } || _tmp_stamp=''
 	fi
@@ -573,37 +576,38 @@ _write_new() { # $1 a name where nothing is, $2 a line: create it (O_EXCL) holdi
 	return "$status"
 }
 
-_stamp_new() { # $1 directory, $2 set row, $3 view: stamp a location just made whole, where no stamp is yet
-	local state digest
-	eval "state=\$_set_state_$2 digest=\$_set_digest_$2"
-	_state_ok "$1" "$2" || return 0
-	[ -e "$1/$state/served.$digest.$3" ] || [ -L "$1/$state/served.$digest.$3" ] ||
-		_write_new "$1/$state/served.$digest.$3" "$_assets" || :
+_stamp_new() { # $1 directory, $2 consumer, $3 view: stamp a location just made whole, where no stamp is yet
+	local stamp
+	_set_of "$2" && _state_ok "$1" "$_state" || return 0
+	stamp=$1/$_state/served.$_digest.$3
+	[ -e "$stamp" ] || [ -L "$stamp" ] || _write_new "$stamp" "$_assets" || :
 }
 
-_stamp_end() { # $1 directory, $2 set row, $3 view, $4 1 to keep it: put the stamp begun in place, or drop it
-	local state digest stamp
+_stamp_end() { # $1 directory, $2 consumer, $3 view, $4 1 to keep it: put the stamp begun in place, or drop it
+	local stamp
 	[ -n "$_tmp_stamp" ] || return 0
-	eval "state=\$_set_state_$2 digest=\$_set_digest_$2"
-	stamp=$1/$state/served.$digest.$3
+	_set_of "$2"
+	stamp=$1/$_state/served.$_digest.$3
 	if [ -n "$4" ] && [ ! -L "$stamp" ] && { [ -f "$stamp" ] || [ ! -e "$stamp" ]; }; then
 		mv -f -T -- "$_tmp_stamp" "$stamp" 2>/dev/null && return 0
 	fi
 	rm -f -- "$_tmp_stamp" 2>/dev/null || :
 }
 
-_awk() { # $1 set row, $2 view, $3 mode, $4 - to read stat lines from stdin: the per-file program on bake.serve
-	local consumer sets='' row=1
-	eval "consumer=\$_set_consumer_$1"
-	while [ "$row" -le "$_nsets" ]; do
-		eval "sets=\"\$sets \$_set_consumer_$row\""
-		row=$((row + 1))
+_awk() { # $1 consumer, $2 view, $3 mode, $4 - to read stat lines from stdin: the per-file program on bake.serve
+	local sets='' record IFS="$_nl"
+	for record in $_head; do
+		case $record in "set$_tab"*)
+			record=${record#set"$_tab"}
+			sets="$sets ${record%%"$_tab"*}"
+			;;
+		esac
 	done
-	LC_ALL=C awk -v c="$consumer" -v view="$2" -v mode="$3" -v report="$_report" -v sets="$sets " \
+	LC_ALL=C awk -v c="$1" -v view="$2" -v mode="$3" -v report="$_report" -v sets="$sets " \
 		"$_AWK" "$_assets/bake.serve" ${4:+"$4"}
 }
 
-_stat_listing() { # $1 directory, $2 set row, $3 view: one stat line per served name that exists there
+_stat_listing() { # $1 directory, $2 consumer, $3 view: one stat line per served name that exists there
 	local format="%F$_tab%s$_tab%n"
 	if [ "$3" = linked ]; then
 		_awk "$2" "$3" names | (cd -- "$1" && LC_ALL=C xargs -0 -r stat -L -c "$format" -- 2>/dev/null) || :
@@ -629,7 +633,7 @@ EOF
 	[ -n "$ok" ]
 }
 
-_prove() { # $1 directory, $2 set row, $3 view: succeed when every file of the view is served there
+_prove() { # $1 directory, $2 consumer, $3 view: succeed when every file of the view is served there
 	local out
 	if ! command -v awk >/dev/null 2>&1; then
 		_missing='' _why="no awk on PATH to prove it file by file"
@@ -641,22 +645,26 @@ _prove() { # $1 directory, $2 set row, $3 view: succeed when every file of the v
 
 # --- the linked view: links into the image, in a constant number of processes
 
-_mkdirs() { # $1 directory, $2 set row, $3 views to make (both, or both and copied): mkdir -p them, and bake's state
-	local dir="$1" views="$3" dirs state entry IFS
-	eval "dirs=\$_set_dirs_$2 state=\$_set_state_$2"
+_mkdirs() { # $1 directory, $2 consumer, $3 views to make (both, or both and copied): mkdir -p them, and bake's state
+	local dir="$1" views="$3" entry IFS
+	_set_of "$2"
+	_parts dir "$2"
 	set --
-	[ -d "$dir/$state" ] || set -- "$dir/$state"
+	[ -d "$dir/$_state" ] || set -- "$dir/$_state"
 	IFS=$_nl
-	for entry in $dirs; do
+	for entry in $_list; do
 		case $views:${entry%%"$_tab"*} in both:copied) continue ;; esac
 		[ -d "$dir/${entry#*"$_tab"}" ] || set -- "$@" "$dir/${entry#*"$_tab"}"
 	done
 	[ $# -eq 0 ] || mkdir -p -- "$@" 2>/dev/null || :
 }
 
-_place() { # $1 directory, $2 set row: make every placement; succeed when each made all it had to
+_place() { # $1 directory, $2 consumer: make every placement; succeed when each made all it had to
 	local dir="$1" places skips entry how source dest batch='' all=0 IFS
-	eval "places=\$_set_places_$2 skips=\$_set_skips_$2"
+	_parts place "$2"
+	places=$_list
+	_parts skip "$2"
+	skips=$_list
 	set --
 	IFS=$_nl
 	for entry in $places; do
@@ -691,9 +699,10 @@ _place() { # $1 directory, $2 set row: make every placement; succeed when each m
 	return "$all"
 }
 
-_linked() { # $1 directory, $2 set row, $3 1 for a fresh job-local one: serve the linked view; returns a status
+_linked() { # $1 directory, $2 consumer, $3 1 for a fresh job-local one: serve the linked view; returns a status
 	local dir="$1" state proven=''
-	eval "state=\$_set_state_$2"
+	_set_of "$2"
+	state=$_state
 	if [ -z "$3" ] && [ -f "$dir/$state/links" ]; then
 		# Made before: proved as it is first, so that a start that changes nothing writes nothing.
 		_stamp_begin "$dir" "$2"
@@ -721,9 +730,8 @@ _linked() { # $1 directory, $2 set row, $3 1 for a fresh job-local one: serve th
 	return "$_CANNOT_MAKE"
 }
 
-_empty() { # $1 directory, $2 set row: succeed when it holds nothing but bake's own directory
-	local state entry
-	eval "state=\$_set_state_$2"
+_empty() { # $1 directory, $2 state: succeed when it holds nothing but bake's own directory
+	local state="$2" entry
 	set +f
 	set -- "$1"/* "$1"/.[!.]* "$1"/..?*
 	set -f
@@ -764,17 +772,18 @@ _in_the_way() { # $1 path: set _reason for something at a name bake needs in nod
 	return 1
 }
 
-_node_dirs() { # $1 directory, $2 set row: make bake's state and each directory of the copied view, never through a link
-	local dir="$1" state dirs entry part='' IFS
-	eval "state=\$_set_state_$2 dirs=\$_set_dirs_$2"
+_node_dirs() { # $1 directory, $2 consumer: make bake's state and each directory of the copied view, never through a link
+	local dir="$1" entry part='' IFS
+	_set_of "$2"
+	_parts dir "$2"
 	set --
 	IFS=/
-	for entry in $state; do
+	for entry in $_state; do
 		part=$part/$entry
 		set -- "$@" "$dir$part"
 	done
 	IFS=$_nl
-	for entry in $dirs; do
+	for entry in $_list; do
 		entry=${entry#*"$_tab"}
 		[ "$entry" = . ] || set -- "$@" "$dir/$entry"
 	done
@@ -811,9 +820,10 @@ _open_lock() { # $1 lock file: open it on fd 9, as a new file or a regular one, 
 	fi
 }
 
-_take_lock() { # $1 directory, $2 set row: hold the set's lock on fd 9 as the copier (_copier=1) or after a wait
+_take_lock() { # $1 directory, $2 consumer: hold its lock on fd 9 as the copier (_copier=1) or after a wait
 	local state bytes bound started
-	eval "state=\$_set_state_$2 bytes=\$_set_bytes_$2"
+	_set_of "$2"
+	state=$_state bytes=$_bytes
 	_open_lock "$1/$state/lock" || return 1
 	if flock -n 9 2>/dev/null; then
 		_copier=1
@@ -832,9 +842,10 @@ _take_lock() { # $1 directory, $2 set row: hold the set's lock on fd 9 as the co
 		_notes="$_notes; waited $(((_now_ms - started) / 1000)) s for another job's copy into $1"
 }
 
-_copy_in() { # $1 directory, $2 set row: as the copier, copy the missing files in; sets _reason if it could not
+_copy_in() { # $1 directory, $2 consumer: as the copier, copy the missing files in; sets _reason if it could not
 	local dir="$1" state root staging out
-	eval "state=\$_set_state_$2 root=\$_set_root_$2"
+	_set_of "$2"
+	state=$_state root=$_root
 	set +f
 	rm -rf -- "$dir/$state"/partial.* 2>/dev/null || : # a dead copier's: only the lock holder makes them
 	set -f
@@ -888,7 +899,7 @@ _first_failure() { # $1 staging directory: name the first copy sha256sum -c fail
 	printf '%s' "sha256sum could not check the copies"
 }
 
-_seed() { # $1 directory, $2 set row: take the lock, then copy (the copier) or prove (a waiter); sets _reason if not
+_seed() { # $1 directory, $2 consumer: take the lock, then copy (the copier) or prove (a waiter); sets _reason if not
 	local tool
 	for tool in awk flock xargs; do
 		command -v "$tool" >/dev/null 2>&1 && continue
@@ -909,7 +920,7 @@ _seed() { # $1 directory, $2 set row: take the lock, then copy (the copier) or p
 	[ -z "$_copier" ] || _copy_in "$1" "$2"
 }
 
-_copied() { # $1 directory, $2 set row: serve the copied view there; returns a status
+_copied() { # $1 directory, $2 consumer: serve the copied view there; returns a status
 	local dir="$1" failed=''
 	_copier=''
 	[ -z "$_seed" ] || _stamp_begin "$dir" "$2"
@@ -938,7 +949,7 @@ _copied() { # $1 directory, $2 set row: serve the copied view there; returns a s
 	return "$_SERVED"
 }
 
-_verify_copies() { # $1 directory, $2 set row: BAKE_VERIFY=1: hash the node copies served; exit 3 on a mismatch
+_verify_copies() { # $1 directory, $2 consumer: BAKE_VERIFY=1: hash the node copies served; exit 3 on a mismatch
 	local out line file got
 	out=$(_awk "$2" copied sums | (cd -- "$1" && sha256sum -c - 2>&1)) && return 0
 	while IFS= read -r line; do
@@ -956,9 +967,10 @@ EOF
 
 # --- serving a location
 
-_where() { # $1 directory, $2 set row: make it where that is ours to do; sets _view; returns a status if not
+_where() { # $1 directory, $2 consumer: make it where that is ours to do; sets _view; returns a status if not
 	local dir="$1" up state
-	eval "state=\$_set_state_$2"
+	_set_of "$2"
+	state=$_state
 	_kind=''
 	if [ ! -d "$dir" ]; then
 		if [ -L "$dir" ] && [ ! -e "$dir" ]; then
@@ -992,12 +1004,12 @@ _where() { # $1 directory, $2 set row: make it where that is ours to do; sets _v
 	tmpfs) _view=linked ;;
 	node) _view=copied ;;
 	*)
-		if [ -f "$dir/$state/links" ] || _empty "$dir" "$2"; then _view=linked; else _view=copied; fi
+		if [ -f "$dir/$state/links" ] || _empty "$dir" "$state"; then _view=linked; else _view=copied; fi
 		;;
 	esac
 }
 
-_serve_at() { # $1 directory, $2 set row: serve the set there; returns a status above
+_serve_at() { # $1 directory, $2 consumer: serve its files there; returns a status above
 	_reason='' _missing='' _why='' _hostile=''
 	if [ -z "$_verify" ] && _stamped "$1" "$2"; then return "$_SERVED"; fi
 	if _is_job_local "$1"; then
@@ -1021,16 +1033,14 @@ _problem() { # $1 location, $2 expected, $3 seen, $4 what to do: one warning (er
 	fi
 }
 
-_wanted() { # $1 set row: sets _want to what a location should serve, for messages
-	local consumer shown
-	eval "consumer=\$_set_consumer_$1 shown=\$_set_shown_$1"
-	_want="a directory serving $consumer's ${shown:-files} from $_assets"
+_wanted() { # $1 consumer: sets _want to what a location should serve, for messages
+	_set_of "$1" || _shown=''
+	_want="a directory serving $1's ${_shown:-files} from $_assets"
 }
 
-_merged() { # $1 loc row, $2 node directory or empty, $3 set row: sets _made to a job-local directory serving both
-	local var state
-	eval "var=\$_loc_var_$1 state=\$_set_state_$3"
-	_job_dir "$var" "$state" || return 1
+_merged() { # $1 variable, $2 node directory or empty, $3 consumer: sets _made to a job-local directory serving both
+	_set_of "$3"
+	_job_dir "$1" "$_state" || return 1
 	_linked "$_made" "$3" 1 >/dev/null || return 1
 	[ -d "${2:-}" ] || return 0
 	# Then the node directory's finished files and directories whose names are free (baked files
@@ -1039,17 +1049,33 @@ _merged() { # $1 loc row, $2 node directory or empty, $3 set row: sets _made to 
 		! -name '.*.bake-partial' -exec sh -c 'ln -s -- "$@" "$0/" 2>/dev/null; :' "$_made" '{}' + 2>/dev/null || :
 }
 
-_moved() { # $1 loc row just re-pointed: serve again each earlier loc whose directory moved with it
-	local row=1 at unserved
-	while [ "$row" -lt "$1" ]; do
-		eval "at=\$_loc_at_$row unserved=\$_loc_unserved_$row"
-		_resolve "$row"
-		if _loc_set "$row" && [ "$_resolved" != "$at" ]; then
+_moved() { # $1 variable just exported, $2 the loc ID that did: serve again each earlier loc that looks through it
+	local IFS="$_nl" record id
+	for record in $_head; do
+		case $record in "loc$_tab$2$_tab"*) return 0 ;; "loc$_tab"*) ;; *) continue ;; esac
+		_split "$record"
+		id=$_2
+		if [ "$_3" != - ] && _find set "$_3" && _uses "$id" "$1"; then
 			# Reported where it was; what counts now is where its consumer looks.
-			_unserved=$((_unserved - ${unserved:-0}))
-			_serve_loc "$row"
+			_tally_of "$id"
+			_unserved=$((_unserved - _n))
+			_serve_loc "$id"
 		fi
-		row=$((row + 1))
+	done
+}
+
+_uses() { # $1 loc ID, $2 variable: succeed when the loc, or a FALLBACK it names, is resolved through it
+	_find loc "$1" || return 1
+	_split "$_record"
+	[ "$_5" != "$2" ] || return 0
+	case $_7 in @*) _uses "${_7#@}" "$2" ;; *) return 1 ;; esac
+}
+
+_tally_of() { # $1 loc ID: sets _n to the problems last counted at it
+	local IFS="$_nl" entry
+	_n=0
+	for entry in $_tally; do
+		case $entry in "$1 "*) _n=${entry#* } ;; esac
 	done
 }
 
@@ -1058,17 +1084,15 @@ _hostile_warning() { # $1 where: a warning for something planted in node storage
 	_say "warning: $1: $_reason; served job-local for this job; remove it"
 }
 
-_serve_export() { # $1 loc row, $2 its directory or empty, $3 _serve_at's status, $4 set row: job-local for this job
-	local var
-	eval "var=\$_loc_var_$1"
+_serve_export() { # $1 loc ID, $2 its directory or empty, $3 _serve_at's status, $4 consumer: job-local for this job
+	local var="$_5"
 	if [ "$3" -eq "$_NOT_A_DIR" ]; then
 		_problem "$2" "$_want" "a file where a directory belongs, left alone" "remove that file, or unset $var to get a job-local directory"
 		return 0
 	fi
-	if _merged "$1" "$2" "$4"; then
+	if _merged "$var" "$2" "$4"; then
 		_hostile_warning "$2"
 		_export "$var" "$_made"
-		eval "_loc_at_$1=\$_made"
 		if [ -n "$2" ]; then _notes="$_notes; $var=$_made (job-local, $2 left as is: $_reason)"; fi
 		return 0
 	fi
@@ -1076,9 +1100,8 @@ _serve_export() { # $1 loc row, $2 its directory or empty, $3 _serve_at's status
 		"make ${TMPDIR:-/tmp} writable, or point $var at a writable directory"
 }
 
-_serve_under() { # $1 loc row, $2 its directory or empty, $3 _serve_at's status: warn, or go job-local
-	local var where fix
-	eval "var=\$_loc_var_$1 where=\$_loc_sub_$1"
+_serve_under() { # $1 loc ID, $2 its directory or empty, $3 _serve_at's status: warn, or go job-local
+	local var="$_5" where="$_6" fix
 	if [ -z "$2" ]; then
 		_find_uid
 		where="\${$var:-...}/$where (no HOME, and no passwd entry for uid $_uid)"
@@ -1096,7 +1119,7 @@ _serve_under() { # $1 loc row, $2 its directory or empty, $3 _serve_at's status:
 				_notes="$_notes; $var=$_made (job-local, $where left as is: $_reason)"
 			fi
 			_serve_loc "$1"
-			_moved "$1"
+			_moved "$var" "$1"
 			return 0
 		fi
 		_reason="a location that could not be created or written (read-only, or no permission)"
@@ -1111,24 +1134,17 @@ _serve_under() { # $1 loc row, $2 its directory or empty, $3 _serve_at's status:
 	_problem "$where" "$_want" "$_reason" "$fix"
 }
 
-_loc_set() { # $1 loc row: sets _row to its consumer's set row; fails for a row that serves nothing
-	local consumer
-	eval "consumer=\$_loc_consumer_$1"
-	[ "$consumer" != - ] && _set_index "$consumer" || return 1
-	_row=$_index
-}
 
-_serve_loc() { # $1 loc row: serve it where its consumer looks, or report it
-	local dir status=0 mode unserved=$_unserved row
-	eval "mode=\$_loc_mode_$1"
-	_hostile=
-	_loc_set "$1" || return 0
-	row=$_row
+_serve_loc() { # $1 loc ID: serve it where its consumer looks, or report it
+	local dir status=0 consumer mode unserved=$_unserved
+	_find loc "$1" && _split "$_record" || return 0
+	consumer=$_3 mode=$_4
+	[ "$consumer" != - ] && _find set "$consumer" || return 0
+	_hostile=''
 	_resolve "$1"
 	dir=$_resolved
-	eval "_loc_at_$1=\$dir _loc_unserved_$1=0"
 	if [ -n "$dir" ]; then
-		_serve_at "$dir" "$row" || status=$?
+		_serve_at "$dir" "$consumer" || status=$?
 		[ "$status" -ne "$_SERVED" ] || return 0
 	else
 		status=$_CANNOT_MAKE _reason=''
@@ -1139,13 +1155,14 @@ _serve_loc() { # $1 loc row: serve it where its consumer looks, or report it
 		*) _reason="a location that could not be created or written (read-only, or no permission)" ;;
 		esac
 	fi
-	_wanted "$row"
+	_wanted "$consumer"
+	_find loc "$1" && _split "$_record" # the loc's fields again, for the messages below
 	if [ "$mode" = export ]; then
-		_serve_export "$1" "$dir" "$status" "$row"
+		_serve_export "$1" "$dir" "$status" "$consumer"
 	else
 		_serve_under "$1" "$dir" "$status"
 	fi
-	eval "_loc_unserved_$1=\$((_unserved - unserved))"
+	_tally="$_tally$1 $((_unserved - unserved))$_nl"
 }
 
 # --- BAKE_VERIFY
@@ -1242,11 +1259,13 @@ _no_assets() { # "$@" the command: nothing to serve; warn and run the job, or st
 }
 
 _ready() { # the ready line: what is served, and how long it took
-	local row=1 shown list='' took=''
-	while [ "$row" -le "$_nsets" ]; do
-		eval "shown=\$_set_shown_$row"
-		list="$list${shown:+, $shown}"
-		row=$((row + 1))
+	local list='' took='' record IFS="$_nl"
+	for record in $_head; do
+		case $record in "set$_tab"*)
+			_split "$record"
+			list="$list${_7:+, $_7}"
+			;;
+		esac
 	done
 	_clock_ms
 	if [ -n "$_now_ms" ] && [ -n "$_t0" ]; then took=" in $((_now_ms - _t0)) ms"; fi
@@ -1276,9 +1295,22 @@ _print_env() { # one `export VAR='value'` line per variable set, quoted for eval
 	done
 }
 
+_serve_all() { # serve every loc of bake.serve, in its order
+	local record ids='' id IFS="$_nl"
+	for record in $_head; do
+		case $record in "loc$_tab"*)
+			record=${record#loc"$_tab"}
+			ids=$ids${record%%"$_tab"*}$_nl
+			;;
+		esac
+	done
+	for id in $ids; do
+		_serve_loc "$id"
+	done
+}
+
 _main() {
-	local row
-	_t0='' _unserved=0 _notes='' _exports='' _njobdirs=0 _require='' _seed='' _verify='' _report=1
+	_t0='' _unserved=0 _notes='' _exports='' _jobcount=0 _jobtmp='' _jobnames='' _tally='' _require='' _seed='' _verify='' _report=1
 	_reason='' _missing='' _why='' _hostile='' _copier='' _tmp_stamp='' _copies=0 _copy_bytes=0
 	if _flag BAKE_QUIET 0; then _quiet=1; else
 		_quiet=
@@ -1293,11 +1325,7 @@ _main() {
 	case $_assets in /*) ;; *) _assets=$PWD/$_assets ;; esac
 	_load_serve || _no_assets "$@"
 	if [ -n "$_verify" ]; then _verify; fi
-	row=1
-	while [ "$row" -le "$_nlocs" ]; do
-		_serve_loc "$row"
-		row=$((row + 1))
-	done
+	_serve_all
 	if [ "$_unserved" -gt 0 ] && [ -n "$_require" ]; then
 		_say "error: BAKE_REQUIRE=1: $_unserved location(s) above cannot serve the baked files from $_assets; fix them or unset BAKE_REQUIRE; job not started"
 		exit 6
