@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from bake import manifest
 from bake.errors import ManifestError
+from tests.runners import bake
 
 REPO = Path(__file__).resolve().parents[1]
 VOCAB_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
@@ -332,6 +333,27 @@ def test_bad_location_is_exit_2_naming_the_consumer(location: str, needle: str) 
     assert str(err.value).startswith("consumer 'whisper': location")
     assert needle in str(err.value)
     assert err.value.exit_code == 2
+
+
+@pytest.mark.parametrize("var", ["PYTHONHOME", "BASH_ENV", "PWD"])
+@pytest.mark.parametrize("command", ["seal", "manifest check"])
+def test_a_location_variable_that_decides_what_runs_is_exit_2_at_seal_and_check(
+    tmp_path: Path, var: str, command: str
+) -> None:
+    text = consumer("runner", f"${{{var}:-/opt}}/cache") + entry()
+    (tmp_path / "m.toml").write_text(text)
+    args = [*command.split(), "--manifest", str(tmp_path / "m.toml")]
+    if command == "seal":
+        args += ["--dest", str(tmp_path / "dest")]
+
+    done = bake(*args)
+
+    assert done.returncode == 2, done.stderr
+    assert (
+        f"consumer 'runner': location '${{{var}:-/opt}}/cache' uses ${var}, which bake may not serve"
+        in done.stderr
+    )
+    assert "Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize(
