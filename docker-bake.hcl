@@ -34,7 +34,7 @@ variable "ASSET_MIRRORS" {
 }
 
 variable "ASSET_DIGEST" {
-  description = "Manifest digest (`bake manifest digest`) for the label; the build fails if it does not match."
+  description = "Expected manifest digest (`bake manifest digest`); the fetch stage fails if the manifest gives another."
   default     = ""
 }
 
@@ -98,9 +98,8 @@ target "assets" {
   target   = "assets"
 }
 
-# tini, bake-entrypoint and bake, FROM scratch: the named context bake-runtime of other
-# projects' images (docker/vllm/bake-rocm.hcl). Push it once per bake release:
-#   docker buildx bake runtime --set runtime.tags=REGISTRY/bake-runtime:VERSION --push
+# tini, bake-entrypoint and bake, FROM scratch. Other projects' images copy it, pinned by
+# digest, from the image `bake publish --runtime --repository REPO` pushes (docs/vllm.md).
 target "runtime" {
   inherits = ["_common"]
   target   = "runtime"

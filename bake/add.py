@@ -1,30 +1,31 @@
 """``bake add``: fetch a new file once through the engine, then append its complete entry to the manifest.
 
 The fetch goes through the same engine as ``bake fetch`` (mirrors, resume,
-cache). A file whose sha256 is not known yet downloads into a partial keyed by
-its URL; once complete it is hashed and its cache object renamed to its
-sha256, so a later ``bake fetch`` with the same cache is a cache hit. The
-manifest is edited as text plus one entry rendered by tomlkit: every byte
-outside the new entry survives, comments and odd formatting included.
+cache, --max-size). A file whose sha256 is not known yet downloads into a
+partial keyed by its URL; once complete it is hashed and committed to the cache
+under that digest, so a later ``bake fetch`` with the same cache is a cache hit.
+The bytes hashed are the bytes as the server stores them (a Content-Encoding
+is refused), which are what ``bake fetch`` verifies. The manifest is edited as
+text plus one entry rendered by tomlkit: every byte outside the new entry
+survives, comments and odd formatting included. The edit follows a symlinked
+manifest to its target and runs under a lock, on the manifest as it is then
+(bake.manifestedit), so two adds at once keep both entries. URL credentials are
+never written: they belong in a mirror.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
-from bake import atomic, consumers, manifest
-from bake.cache import Cache
+from bake import consumers, manifest, manifestedit
 from bake.errors import FetchError, ManifestError, UsageError
-from bake.fetch import FetchOptions, fetch_assets
-from bake.hashes import sha256_file
+from bake.fetch import FetchOptions, fetch_to_cache
 from bake.manifest import Asset, Assets
 
 log = logging.getLogger(__name__)
@@ -36,11 +37,6 @@ _SHA256_KEY = re.compile(r"""^(\s*)(?:sha256|"sha256"|'sha256')\s*=""")
 def _read(path: Path, allow_http: bool) -> tuple[str, Assets]:
     text = manifest.read_manifest_text(path)
     return text, manifest.parse_manifest(text, source=str(path), allow_http=allow_http)
-
-
-def _write(path: Path, text: str) -> None:
-    """Replace the manifest atomically, keeping its mode: a reader sees the old or the new file."""
-    atomic.write_file(path, text.encode("utf-8"), mode=path.stat().st_mode & 0o7777)
 
 
 def derive_path(url: str, table: Sequence[consumers.Consumer]) -> str:
@@ -71,33 +67,38 @@ def derive_name(url: str, path: str) -> str:
     return name
 
 
-def _fetch_unknown(url: str, name: str, options: FetchOptions) -> tuple[str, int]:
-    """Fetch ``url``, whose hash is unknown; return its sha256 and size (cached by that sha256)."""
-    key = hashlib.sha256(url.encode()).hexdigest()  # the partial is keyed by the URL until the hash is known
-    cache = Cache(options.cache_dir)
-    cache.ensure()
-    # Inside the cache, so the engine installs the download by a hard link, not a copy.
-    with tempfile.TemporaryDirectory(prefix="add.", dir=cache.root) as tmp:
-        probe = Asset(name, "download", key, (url,))
-        fetch_assets([probe], Path(tmp), replace(options, unknown_sha256=True))
-        fetched = Path(tmp) / "download"
-        sha, size = sha256_file(fetched), fetched.stat().st_size
-    with cache.lock(sha), cache.lock(key):
-        if cache.object_path(sha).exists():
-            cache.object_path(key).unlink(missing_ok=True)
-        else:
-            os.replace(cache.object_path(key), cache.partial_path(sha))
-            cache.commit(sha)
-    return sha, size
+def _fetch_unknown(url: str, key_url: str, name: str, options: FetchOptions) -> tuple[str, int]:
+    """Fetch ``url``, whose hash is unknown, into the cache; return its sha256 and size.
+
+    The partial is keyed by ``key_url`` (the URL as written, without credentials) until
+    the hash is known; the object is committed under the digest of what arrived.
+    """
+    key = hashlib.sha256(key_url.encode()).hexdigest()
+    probe = Asset(name, "download", key, (url,))
+    (record,) = fetch_to_cache([probe], replace(options, unknown_sha256=True))
+    return record.sha256, record.size
 
 
 def _fetch_known(asset: Asset, options: FetchOptions) -> int:
-    """Fetch and verify ``asset`` through the engine; return its size."""
-    cache = Cache(options.cache_dir)
-    cache.ensure()
-    with tempfile.TemporaryDirectory(prefix="add.", dir=cache.root) as tmp:
-        fetch_assets([asset], Path(tmp), options)
-        return (Path(tmp) / asset.path).stat().st_size
+    """Fetch and verify ``asset`` into the cache; return its size."""
+    (record,) = fetch_to_cache([asset], options)
+    return record.size
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` with any ``user:password@`` taken out, and a warning saying where credentials belong."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    log.warning(
+        "the credentials in %s are not written to the manifest, which is committed and read by "
+        "every build; give them to a build as a mirror instead: --mirror PREFIX=%s://USER:PASSWORD@%s/… "
+        "(or BAKE_MIRRORS), and in a docker build through the bake_mirrors secret",
+        manifest.redact_url(url),
+        parts.scheme,
+        parts.hostname,
+    )
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
 def render_entry(asset: Asset) -> str:
@@ -135,6 +136,16 @@ def _check_library(asset: Asset, table: Sequence[consumers.Consumer]) -> None:
         )
 
 
+def _check_unused(assets: Assets, manifest_path: Path, name: str, path: str) -> None:
+    for field, value in (("name", name), ("path", path)):
+        taken = next((a for a in assets if getattr(a, field) == value), None)
+        if taken is not None:
+            raise UsageError(
+                f"{manifest_path}: {field} {value!r} is already used by asset {taken.name!r}; "
+                f"nothing was written (pass another --{field}, or edit that entry)"
+            )
+
+
 def add(
     manifest_path: Path,
     url: str,
@@ -154,35 +165,35 @@ def add(
     text, assets = _read(manifest_path, options.allow_http)
     table = assets.consumers()
     manifest.check_url(url, allow_http=options.allow_http, where="bake add")
-    path = path or derive_path(url, table)
-    name = name or derive_name(url, path)
-    for field, value in (("name", name), ("path", path)):
-        taken = next((a for a in assets if getattr(a, field) == value), None)
-        if taken is not None:
-            raise UsageError(
-                f"{manifest_path}: {field} {value!r} is already used by asset {taken.name!r}; "
-                f"nothing was written (pass another --{field}, or edit that entry)"
-            )
+    written = without_userinfo(url)
+    path = path or derive_path(written, table)
+    name = name or derive_name(written, path)
+    _check_unused(assets, manifest_path, name, path)
     # The entry's rules (path, name, groups) are checked before any byte is fetched.
-    draft = Asset(name, path, (sha256 or "0" * 64).lower(), (url,), None, tuple(groups))
+    draft = Asset(name, path, (sha256 or "0" * 64).lower(), (written,), None, tuple(groups))
     manifest.parse_manifest(_append(text, render_entry(draft)), source=str(manifest_path), allow_http=True)
-    if sha256 is not None:
-        sha256 = draft.sha256
-        size = _fetch_known(draft, options)
-    else:
-        sha256, size = _fetch_unknown(url, name, options)
-    asset = Asset(name, path, sha256, (url,), size, tuple(groups))
-    _check_library(asset, table)
-    new_text = _append(text, render_entry(asset))
-    # The new text must parse to exactly the old manifest plus this entry.
-    if list(manifest.parse_manifest(new_text, source=str(manifest_path), allow_http=True)) != [
-        *assets,
-        asset,
-    ]:
-        raise ManifestError(
-            f"{manifest_path}: appending the entry would change other entries; add it by hand"
+    digest, size = _fetch_unknown(url, written, name, options)
+    if sha256 is not None and digest != draft.sha256:
+        raise FetchError(
+            f"{manifest.redact_url(url)}: its bytes hash to {digest}, not to the --sha256 {draft.sha256} "
+            "given; nothing was written. Check the hash you passed (and that the URL is the file you "
+            "meant); the bytes stay in the cache under their own sha256"
         )
-    _write(manifest_path, new_text)
+    asset = Asset(name, path, digest, (written,), size, tuple(groups))
+    _check_library(asset, table)
+    with manifestedit.locked(manifest_path) as target:
+        text, assets = _read(target, options.allow_http)  # as it is now: another add may have landed
+        _check_unused(assets, manifest_path, name, path)
+        new_text = _append(text, render_entry(asset))
+        # The new text must parse to exactly the old manifest plus this entry.
+        if list(manifest.parse_manifest(new_text, source=str(manifest_path), allow_http=True)) != [
+            *assets,
+            asset,
+        ]:
+            raise ManifestError(
+                f"{manifest_path}: appending the entry would change other entries; add it by hand"
+            )
+        manifestedit.replace(target, new_text)
     return asset
 
 
@@ -209,23 +220,35 @@ def fill_size(manifest_path: Path, name: str, options: FetchOptions) -> Asset:
     Raises UsageError for an unknown name, FetchError when it cannot be fetched
     or verified. An entry that already has a size is verified and left as is.
     """
-    text, assets = _read(manifest_path, options.allow_http)
-    index = next((i for i, a in enumerate(assets) if a.name == name), None)
-    if index is None:
-        known = ", ".join(a.name for a in assets)
-        raise UsageError(f"{manifest_path}: no asset named {name!r}; known names: {known}")
-    asset = assets[index]
+    _, assets = _read(manifest_path, options.allow_http)
+    asset = _named(assets, manifest_path, name)
     size = _fetch_known(asset, options)
     if asset.size is not None:
         return asset
-    filled = replace(asset, size=size)
-    expected = [*assets[:index], filled, *assets[index + 1 :]]
-    new_text = _insert_size(text, index, size)
-    if new_text is None or list(manifest.parse_manifest(new_text, allow_http=True)) != expected:
-        import tomlkit  # lazily, as in render_entry
+    with manifestedit.locked(manifest_path) as target:
+        text, assets = _read(target, options.allow_http)  # as it is now
+        index = next((i for i, a in enumerate(assets) if a.name == name), None)
+        current = _named(assets, manifest_path, name)
+        if current.size is not None or current.sha256 != asset.sha256:
+            raise ManifestError(
+                f"{manifest_path}: asset {name!r} changed while it was fetched; run this again"
+            )
+        filled = replace(current, size=size)
+        expected = [*assets[:index], filled, *assets[index + 1 :]]
+        new_text = _insert_size(text, index, size)
+        if new_text is None or list(manifest.parse_manifest(new_text, allow_http=True)) != expected:
+            import tomlkit  # lazily, as in render_entry
 
-        doc = tomlkit.parse(text)
-        doc["asset"][index]["size"] = size
-        new_text = tomlkit.dumps(doc)
-    _write(manifest_path, new_text)
+            doc = tomlkit.parse(text)
+            doc["asset"][index]["size"] = size
+            new_text = tomlkit.dumps(doc)
+        manifestedit.replace(target, new_text)
     return filled
+
+
+def _named(assets: Assets, manifest_path: Path, name: str) -> Asset:
+    found = next((a for a in assets if a.name == name), None)
+    if found is None:
+        known = ", ".join(a.name for a in assets)
+        raise UsageError(f"{manifest_path}: no asset named {name!r}; known names: {known}")
+    return found

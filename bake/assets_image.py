@@ -6,14 +6,17 @@ registry. When it is missing, the same targets are built once more as their
 ``assets`` stage and pushed under that tag; the fetch stage checks the digest
 (``ASSET_DIGEST``), so the tag always names exactly that content. Then the real
 build replaces the Dockerfile's ``assets`` stage with the image, as a named
-context: nothing is fetched, and any builder that can pull from the registry
-(a fresh one included) produces the same asset layer.
+context pinned to the digest the registry answered with: nothing is fetched, and
+any builder that can pull from the registry (a fresh one included) produces the
+same asset layer. ``bake publish`` and ``bake pin`` ask the registry through the
+same ``registry_digest``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,26 +53,36 @@ class AssetsImage:
             ]  # fmt: skip
         return args
 
-    def consume_args(self) -> list[str]:
-        """Overrides that replace the targets' assets stage with ``ref`` and put its digest in the label."""
+    def consume_args(self, image_digest: str) -> list[str]:
+        """Overrides that replace the targets' assets stage with ``ref``, pinned to ``image_digest``.
+
+        The pin is the digest the registry answered with, so the layer built is the one that was
+        asked about, whatever the tag names by the time BuildKit resolves it.
+        """
         args: list[str] = []
         for name in self.targets:
-            args += [
-                "--set", f"{name}.contexts.{ASSETS_STAGE}=docker-image://{self.ref}",
-                "--set", f"{name}.args.ASSET_DIGEST={self.digest}",
-            ]  # fmt: skip
+            args += ["--set", f"{name}.contexts.{ASSETS_STAGE}=docker-image://{self.ref}@{image_digest}"]
         return args
 
 
-def check_repo(repo: str) -> str:
+def check_repo(repo: str, *, option: str = "--assets-image") -> str:
     """Return ``repo`` if it is a repository reference without tag or digest; raise UsageError otherwise."""
     last = repo.rsplit("/", 1)[-1]
     if not repo or not last or ":" in last or "@" in last or repo != repo.strip():
         raise UsageError(
-            f"--assets-image {repo!r}: expected a repository such as registry.example/rocm-ci/bake-assets, "
-            "without a tag or digest; bake tags it with the manifest digest itself"
+            f"{option} {repo!r}: expected a repository such as registry.example/rocm-ci/bake-assets, "
+            "without a tag or digest; bake tags it itself"
         )
     return repo
+
+
+def manifest_digest_of(path: str | Path, groups: Sequence[str]) -> str:
+    """Return ``bake manifest digest --manifest PATH --group G…``: the one digest every command uses.
+
+    Only the content counts for the digest; the URL policy is the fetch stage's business.
+    Raises UsageError (ManifestError) for a manifest that cannot be read or breaks a rule.
+    """
+    return manifest_digest(select(load_manifest(path, allow_http=True), groups))
 
 
 def resolve(directory: Path, bake_args: Sequence[str], repo: str) -> AssetsImage:
@@ -114,30 +127,31 @@ def resolve(directory: Path, bake_args: Sequence[str], repo: str) -> AssetsImage
 REGISTRY_TIMEOUT = 60
 
 
-def exists(ref: str) -> bool:
-    """Return True if the registry has ``ref``, False only if it answers that it does not.
+def registry_digest(ref: str) -> str | None:
+    """Return the digest (``sha256:…``) the registry serves for ``ref``, or None only if it has none.
 
-    The one place that decides present, missing or failed. The question goes through the
-    Docker engine (the docker SDK's distribution inspect, with the credentials ``docker login``
-    stored), so it sees the registry as a build does. "Missing" is the engine's 404, which it
-    gives only for the registry's MANIFEST_UNKNOWN or NAME_UNKNOWN answer. Anything else (an
-    auth refusal, a rate limit, a token endpoint that fails, a network error) raises BuildError
-    with its own message and what to do: it never starts a build and a push.
+    The one place that decides present, missing or failed, for ``bake publish``, ``bake pin``
+    and ``bake build --assets-image``. The question goes through the Docker engine (the docker
+    SDK's distribution inspect, with the credentials ``docker login`` stored), so it sees the
+    registry as a build does. "Missing" is the engine's 404, which it gives only for the
+    registry's MANIFEST_UNKNOWN or NAME_UNKNOWN answer. Anything else (an auth refusal, a rate
+    limit, a token endpoint that fails, a network error) raises BuildError with its own message
+    and what to do: it never starts a build and a push.
     """
     try:
         import docker
     except ImportError:
         raise BuildError(
-            f"cannot ask the registry for {ref}: --assets-image needs the docker SDK; "
-            "pip install 'bake-assets[registry]'"
+            f"cannot ask the registry for {ref}: this needs the docker SDK; pip install "
+            "'bake-assets[registry]' (or 'WHEEL[registry]' for a wheel built with python -m build)"
         ) from None
     registry = docker.auth.resolve_repository_name(ref)[0]
     client = None
     try:
         client = docker.from_env(timeout=REGISTRY_TIMEOUT)
-        client.api.inspect_distribution(ref)
+        answer = client.api.inspect_distribution(ref)
     except docker.errors.NotFound:
-        return False
+        return None
     except docker.errors.APIError as exc:
         said = escape(str(exc.explanation or exc))
         logged_in = docker.auth.resolve_authconfig(docker.auth.load_config(), registry) is not None
@@ -156,7 +170,13 @@ def exists(ref: str) -> bool:
     finally:
         if client is not None:
             client.close()
-    return True
+    digest = str((answer.get("Descriptor") or {}).get("digest") or "")
+    if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        raise BuildError(
+            f"the registry {registry} answered for {ref} without a sha256 manifest digest (saw {digest!r}); "
+            "check that it is a Docker/OCI distribution registry"
+        )
+    return digest
 
 
 def _registry_failure(ref: str, registry: str, status: int | None, said: str, logged_in: bool) -> str:
@@ -224,7 +244,6 @@ def _target_digest(directory: Path, name: str, target: dict) -> str:
             f"saw {context!r}; build from a checkout"
         )
     args = target["args"]
-    path = directory / context / args["ASSET_MANIFEST"]
-    # Only the content counts for the digest; the URL policy is the fetch stage's business.
-    assets = load_manifest(path, allow_http=True)
-    return manifest_digest(select(assets, (args.get("ASSET_GROUPS") or "").split()))
+    return manifest_digest_of(
+        directory / context / args["ASSET_MANIFEST"], (args.get("ASSET_GROUPS") or "").split()
+    )

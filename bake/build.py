@@ -57,15 +57,27 @@ def run_build(
             )
         args = [*overrides, *bake_args]
         if assets_image is not None:
-            image = assets_image_mod.resolve(directory, args, assets_image)
-            if assets_image_mod.exists(image.ref):
-                log.info("assets image %s is in the registry; the asset layer comes from it", image.ref)
-            else:
-                log.info("assets image %s is not in the registry yet; building and pushing it", image.ref)
-                _bake(directory, [*args, *image.publish_args()])
-            args += image.consume_args()
+            args += _assets_image_args(directory, args, assets_image)
         _bake(directory, args)
     return 0
+
+
+def _assets_image_args(directory: Path, args: list[str], repo: str) -> list[str]:
+    """Publish ``REPO:<manifest digest>`` if the registry lacks it; return the overrides that consume it."""
+    image = assets_image_mod.resolve(directory, args, repo)
+    found = assets_image_mod.registry_digest(image.ref)
+    if found is not None:
+        log.info("assets image %s is in the registry (%s); the asset layer comes from it", image.ref, found)
+        return image.consume_args(found)
+    log.info("assets image %s is not in the registry yet; building and pushing it", image.ref)
+    _bake(directory, [*args, *image.publish_args()])
+    found = assets_image_mod.registry_digest(image.ref)
+    if found is None:
+        raise BuildError(
+            f"the assets image {image.ref} was built and pushed, but the registry does not have it; "
+            "check the push in the build log above, and that the registry keeps what it accepts"
+        )
+    return image.consume_args(found)
 
 
 def _checked(directory: Path, *, export: bool, strict: bool) -> ContextReport | None:

@@ -7,6 +7,7 @@ import fcntl
 import json
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -43,11 +44,16 @@ class PartialState:
 
 
 class Cache:
-    """A cache laid out as ``objects/<sha256>``, ``partial/<sha256>[.json]`` and ``locks/<sha256>.lock``.
+    """A cache laid out as ``objects/<sha256>``, ``partial/<key>[.json]`` and ``locks/<key>.lock``.
 
-    Objects are only ever renamed into place after their SHA-256 matched, and
-    are hashed again whenever they are used. Partials are resumable and keyed
-    by sha256, so any source of the same content can continue them.
+    Files enter ``objects/`` one way, ``commit``: a partial whose every byte was hashed is
+    renamed to the digest it hashes to. ``bake fetch`` commits only bytes that match the
+    manifest's sha256; ``bake add``, which is learning a file's sha256, commits what
+    arrived under its digest. Objects are hashed again whenever they are used. Partials
+    are resumable and keyed by sha256 (by the URL's sha256 while ``bake add`` does not
+    know the file's), so any source of the same content can continue them; a
+    ``partial/<key>.staging`` directory is where huggingface_hub's downloader writes,
+    under the key's lock, before bake hashes what it wrote.
     """
 
     def __init__(self, root: Path) -> None:
@@ -79,6 +85,10 @@ class Cache:
 
     def lock_path(self, sha256: str) -> Path:
         return self.root / "locks" / f"{sha256}.lock"
+
+    def staging_dir(self, sha256: str) -> Path:
+        """Where another downloader (huggingface_hub) writes, under the key's lock, before bake hashes it."""
+        return self.root / "partial" / f"{sha256}.staging"
 
     @contextlib.contextmanager
     def lock(
@@ -136,12 +146,16 @@ class Cache:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
 
-    def commit(self, sha256: str) -> Path:
-        """Move a verified partial to ``objects/`` and drop its progress file. Returns the object path."""
-        obj = self.object_path(sha256)
-        os.replace(self.partial_path(sha256), obj)
+    def commit(self, key: str, digest: str | None = None) -> Path:
+        """Move the partial ``key`` to ``objects/<digest>`` and drop its progress file; return the object.
+
+        The one way into ``objects/``: the caller has hashed every byte, and ``digest`` is
+        what they hash to (``key`` itself by default, a fetch whose sha256 matched).
+        """
+        obj = self.object_path(digest or key)
+        os.replace(self.partial_path(key), obj)
         with contextlib.suppress(FileNotFoundError):
-            self.state_path(sha256).unlink()
+            self.state_path(key).unlink()
         return obj
 
 
@@ -190,12 +204,15 @@ class PruneResult:
 
 
 def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneResult:
-    """Remove partials older than ``max_age_days`` and objects whose sha256 is not in ``keep``.
+    """Reclaim every partial no running fetch holds that could not be resumed; drop objects not in ``keep``.
 
-    ``keep=None`` keeps every finished object. A younger partial keeps its bytes
-    but gives back any disk it holds past them (an earlier bake preallocated
-    what a server claimed). Entries locked by a running fetch are skipped.
-    Freed bytes are disk blocks given back. Returns a PruneResult.
+    A partial (and any staging directory of its sha256) goes when it is older than
+    ``max_age_days``, when its progress record is missing or unusable, or when the record
+    knows no size: a download bounded by nothing, such as a source that never ended. A
+    younger partial of known size keeps its bytes, but gives back any disk it holds past
+    them (an earlier bake preallocated what a server claimed). ``keep=None`` keeps every
+    finished object. Entries locked by a running fetch are skipped. Freed bytes are disk
+    blocks given back. Returns a PruneResult.
     """
     cache = Cache(cache_dir)
     removed: list[Path] = []
@@ -217,20 +234,16 @@ def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneR
             fd = None
         try:
             obj = cache.object_path(sha)
-            doomed = []
+            doomed = _doomed_partials(cache, sha, cutoff)
             if obj.exists():
                 if keep is None or sha in keep:
                     kept += 1
                 else:
                     doomed.append(obj)
-            parts = [p for p in (cache.partial_path(sha), cache.state_path(sha)) if p.exists()]
-            if parts and max(p.stat().st_mtime for p in parts) < cutoff:
-                doomed.extend(parts)
-            elif parts:
+            if not doomed and cache.partial_path(sha).exists():
                 freed += _trim_partial(cache, sha)
             for path in doomed:
-                freed += _disk_used(path)
-                path.unlink()
+                freed += _remove(path)
                 removed.append(path)
             if fd is not None and not obj.exists() and not cache.partial_path(sha).exists():
                 cache.lock_path(sha).unlink()  # safe: we hold it, and _acquire re-checks the inode
@@ -248,6 +261,30 @@ def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneR
     return PruneResult(tuple(removed), freed, kept, tuple(busy))
 
 
+def _doomed_partials(cache: Cache, sha256: str, cutoff: float) -> list[Path]:
+    """The partial files of ``sha256`` that prune removes (the caller holds its lock): see ``prune``."""
+    staging = cache.staging_dir(sha256)
+    doomed = [staging] if staging.exists() else []  # nobody holds the lock, so nobody fills it
+    parts = [p for p in (cache.partial_path(sha256), cache.state_path(sha256)) if p.exists()]
+    if not parts:
+        return doomed
+    state = cache.load_state(sha256)
+    if state is None or state.size is None or max(p.stat().st_mtime for p in parts) < cutoff:
+        doomed += parts
+    return doomed
+
+
+def _remove(path: Path) -> int:
+    """Remove a file or a directory tree; return the disk it held."""
+    if path.is_dir() and not path.is_symlink():
+        held = sum(_disk_used(p) for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+        shutil.rmtree(path)
+        return held
+    held = _disk_used(path)
+    path.unlink()
+    return held
+
+
 def _disk_used(path: Path) -> int:
     """The disk a file holds: its blocks, not its length (a partial may be sparse, or preallocated)."""
     return path.stat().st_blocks * 512
@@ -256,8 +293,7 @@ def _disk_used(path: Path) -> int:
 def _trim_partial(cache: Cache, sha256: str) -> int:
     """Give back the disk a kept partial holds past its last recorded byte; returns the bytes freed.
 
-    The caller holds the partial's lock. A partial without a usable progress
-    record cannot be resumed (a fetch would empty it), so it is emptied here.
+    The caller holds the partial's lock, and knows its progress record is usable.
     """
     path = cache.partial_path(sha256)
     state = cache.load_state(sha256)

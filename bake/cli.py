@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
+import itertools
 import json
 import logging
 import os
+import re
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bake import __version__, index, manifest, seal, verify
 from bake.errors import BakeError, FetchError, UsageError
 from bake.fetch import FetchOptions
-from bake.hub import add as hub_add
+from bake.fetch.clock import DEADLINE_RULE
+from bake.fetch.options import shown_size
 from bake.text import escape
 
 log = logging.getLogger("bake")
@@ -44,6 +50,21 @@ def _positive_float(text: str) -> float:
     return value
 
 
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _bytes(text: str) -> int:
+    """A byte count: ``1048576``, ``512M``, ``16G``, ``1.5GiB`` (binary units)."""
+    match = _SIZE.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"expected a size such as 1048576, 512M or 16G, got {text!r}")
+    value = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+    if value > 2**63 - 1:
+        raise argparse.ArgumentTypeError(f"expected a size below 8 EiB, got {text}")
+    return value
+
+
 def _days(text: str) -> float:
     value = float(text)
     if not 0 <= value <= 100 * 365:  # also refuses nan and inf
@@ -52,10 +73,51 @@ def _days(text: str) -> float:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that raises UsageError (exit 2 through our handler) instead of exiting itself."""
+    """argparse that raises UsageError (exit 2 through our handler) instead of exiting itself.
+
+    Options are spelled out (no abbreviations, so a script never silently means another option),
+    and a misspelt one is named with the closest real option, even where argparse would first
+    complain that a required option is missing (``--dst`` for ``--dest``).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self._tokens: list[str] = []
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._tokens = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def _parsed_by(self) -> _Parser:
+        """The innermost (sub)parser that read the command line: the one whose options apply."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    if isinstance(sub, _Parser) and sub._tokens:
+                        return sub._parsed_by()
+        return self
+
+    def _misspelt(self) -> list[str]:
+        """Each option among the tokens this parser read that it does not know, with the closest it does."""
+        known = list(self._option_string_actions)
+        found = []
+        for token in itertools.takewhile(lambda t: t != "--", self._tokens):
+            name = token.split("=", 1)[0]
+            if not name.startswith("-") or name in known or re.fullmatch(r"-\d+(\.\d*)?|-", name):
+                continue
+            close = difflib.get_close_matches(name, known, n=1)
+            found.append(f"unknown option {name}" + (f" (did you mean {close[0]}?)" if close else ""))
+        return found
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+        parser = self._parsed_by()
+        misspelt = parser._misspelt()
+        if misspelt and message.startswith("unrecognized arguments"):
+            message = "; ".join(misspelt)
+        elif misspelt:
+            message = "; ".join([*misspelt, message])
+        raise UsageError(f"{parser.prog}: {message} (see `{parser.prog} --help`)")
 
 
 def _add_selection(p: argparse.ArgumentParser, *, default_manifest: bool = False) -> None:
@@ -99,9 +161,26 @@ def _add_fetch_options(p: argparse.ArgumentParser) -> None:
         p,
         "--deadline",
         _positive_float,
-        "wall-clock limit per asset in seconds (default max(30 min, size / 512 KiB/s); 2 h without size)",
+        f"wall-clock limit per asset in seconds (default {DEADLINE_RULE})",
     )
     p.add_argument("--ca-bundle", help="CA bundle for https; default SSL_CERT_FILE or the system store")
+    defaults = FetchOptions(cache_dir=Path())
+    p.add_argument(
+        "--max-size",
+        type=_bytes,
+        default=defaults.max_size,
+        metavar="SIZE",
+        help="a file with no size in the manifest stops at SIZE (K, M, G, T suffixes; "
+        f"default {shown_size(defaults.max_size)})",
+    )
+    p.add_argument(
+        "--min-free",
+        type=_bytes,
+        default=defaults.min_free,
+        metavar="SIZE",
+        help="such a file stops before its filesystem has less than SIZE free "
+        f"(default {shown_size(defaults.min_free)})",
+    )
 
 
 def _add_fetch_parser(sub: argparse._SubParsersAction) -> None:
@@ -137,7 +216,27 @@ def _add_add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
     _add_fetch_options(add)
-    hub_add.add_arguments(add)
+    _add_hub_add_options(add)
+
+
+def _add_hub_add_options(add: argparse.ArgumentParser) -> None:
+    """The options ``bake add`` takes for a Hub repository (hf://ORG/REPO[@REV])."""
+    from bake import hubtable
+
+    add.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="P",
+        help="only files matching P (fnmatch); repeatable",
+    )
+    add.add_argument("--exclude", action="append", default=[], metavar="P", help="skip files matching P")
+    add.add_argument("--repo-type", choices=hubtable.KINDS, help="model (default) or dataset")
+    add.add_argument(
+        "--downloader",
+        choices=hubtable.DOWNLOADERS,
+        help=f"how fetch gets the bytes (default {hubtable.DEFAULT_DOWNLOADER}; recorded only if different)",
+    )
 
 
 def _add_verify_parser(sub: argparse._SubParsersAction) -> None:
@@ -193,10 +292,52 @@ def _add_build_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("bake_args", nargs=argparse.REMAINDER, help="passed to docker buildx bake (after --)")
 
 
+def _add_image_selection(p: argparse.ArgumentParser) -> None:
+    """What publish and pin name: the assets of a manifest (and groups) in REPO, or bake's runtime."""
+    p.add_argument(
+        "--manifest", help=f"asset manifest (TOML); default {manifest.DEFAULT_MANIFEST}; not with --runtime"
+    )
+    p.add_argument("--repository", required=True, metavar="REPO", help="the image repository, no tag")
+    p.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="G",
+        help="bake group G plus shared assets; repeatable",
+    )
+    p.add_argument(
+        "--runtime", action="store_true", help="bake's runtime image (tini, bake-entrypoint, bake) instead"
+    )
+
+
+def _add_publish_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "publish",
+        help="build and push REPO:<manifest digest> (or --runtime) unless the registry has it; "
+        "print REPO:TAG@sha256:DIGEST",
+    )
+    p.set_defaults(run=cmd_publish)
+    _add_image_selection(p)
+    p.add_argument("buildx_args", nargs=argparse.REMAINDER, help="passed to docker buildx build (after --)")
+
+
+def _add_pin_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "pin", help="rewrite every reference to REPO in Dockerfiles to the published image, pinned by digest"
+    )
+    p.set_defaults(run=cmd_pin)
+    _add_image_selection(p)
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each stale line")
+    p.add_argument("dockerfiles", nargs="+", type=Path, metavar="DOCKERFILE")
+
+
 def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cache", help="manage the download cache")
     cache_sub = p.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
-    prune = cache_sub.add_parser("prune", help="drop stale partials and entries no manifest names")
+    prune = cache_sub.add_parser(
+        "prune",
+        help="reclaim partials no fetch holds (old, or of unknown size) and entries no manifest names",
+    )
     prune.set_defaults(run=cmd_cache)
     prune.add_argument(
         "--manifest",
@@ -208,9 +349,10 @@ def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
     prune.add_argument(
         "--max-age",
         type=_days,
-        default=7.0,
+        default=0.0,
         metavar="DAYS",
-        help="partials older than this are removed (default %(default)s)",
+        help="keep resumable partials younger than this for a rerun; by default every partial no "
+        "running fetch holds is reclaimed (one of unknown size at any age)",
     )
     prune.add_argument("--cache-dir", type=Path)
 
@@ -247,6 +389,8 @@ def _fetch_options(args: argparse.Namespace):
         allow_http=args.allow_http,
         ca_bundle=args.ca_bundle,
         jobs=getattr(args, "jobs", 1),
+        max_size=args.max_size,
+        min_free=args.min_free,
         started=fetch.process_started(),
     )
     # Under --no-origin, HF_ENDPOINT counts as a rewrite of the Hub's hf:// sources.
@@ -258,7 +402,6 @@ def _fetch_options(args: argparse.Namespace):
 def cmd_fetch(args: argparse.Namespace) -> int:
     from bake import fetch
     from bake.fetch import progress
-    from bake.hub import download as hub_download
 
     assets = _selected(args)
     options = _fetch_options(args)
@@ -268,7 +411,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         _check_report_path(args.json)
     sink = None if args.quiet else progress.make_progress(sys.stderr)
     try:
-        records = hub_download.fetch_assets(assets, args.dest, options, sink)  # hub: either downloader
+        records = fetch.fetch_assets(assets, args.dest, options, sink)
     except fetch.FetchFailed as exc:
         if args.json and (problem := _write_report(args.json, exc.records)):
             log.error("--json %r: %s", str(args.json), problem)
@@ -344,12 +487,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_findings(findings: list, bad_label: str, consumers: str) -> list:
-    """Print one line per finding on stdout; return the findings that are not ok."""
+def _print_findings(findings: list, bad_label: str, nothing_to_check: str) -> list:
+    """Print one line per finding on stdout (``nothing_to_check`` when there is none); return the bad ones."""
     for f in findings:
         print(f"{'ok' if f.ok else bad_label}  {f.consumer}  {f.asset}: {f.detail}")
     if not findings:
-        print(f"bake: no consumer package ({consumers}) is installed and none is declared; nothing to check")
+        print(f"bake: {nothing_to_check}; nothing to check")
     return [f for f in findings if not f.ok]
 
 
@@ -372,7 +515,12 @@ def cmd_manifest(args: argparse.Namespace) -> int:
         return 0
     table = assets.consumers()
     findings = consumers.check_manifest(assets, table)
-    bad = _print_findings(findings, "MISMATCH", ", ".join(c.name for c in table if c.builtin))
+    builtins = ", ".join(c.name for c in table if c.builtin)
+    declared = ", ".join(c.name for c in table if not c.builtin)
+    why = f"no consumer package ({builtins}) is installed to judge these entries"
+    if declared:
+        why += f"; the declared consumer(s) {declared} carry no table of their own to check entries against"
+    bad = _print_findings(findings, "MISMATCH", why)
     if bad:
         raise UsageError(
             f"{len(bad)} manifest entr{'y' if len(bad) == 1 else 'ies'} disagree with the installed "
@@ -389,9 +537,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     # The image holds no manifest: declared consumers come back from what seal wrote.
     declared = consumers.declared_from_serve(serve.read_text(encoding="utf-8")) if serve.is_file() else []
     table = consumers.table(declared)
-    findings = consumers.doctor(root, index.read_lock(root), table)
+    # doctor takes --assets (or BAKE_ASSETS), not verify's --manifest and --dest.
+    lock = index.read_lock(
+        root, "point --assets (or BAKE_ASSETS) at a baked asset root, such as /opt/bake/assets"
+    )
+    findings = consumers.doctor(root, lock, table)
     libraries = [lib for c in table for lib in c.libraries] + [c.name for c in table if not c.builtin]
-    bad = _print_findings(findings, "WOULD DOWNLOAD", ", ".join(libraries))
+    bad = _print_findings(
+        findings, "WOULD DOWNLOAD", f"no consumer package ({', '.join(libraries)}) is installed"
+    )
     if bad:
         raise FetchError(
             f"{len(bad)} consumer lookup(s) would trigger a download; run the job through bake-entrypoint, "
@@ -436,6 +590,51 @@ def cmd_build(args: argparse.Namespace) -> int:
     )
 
 
+def _image_ref(args: argparse.Namespace) -> tuple[str, str]:
+    """Return the reference publish and pin work on, and the `bake publish` command that makes it."""
+    from bake import publish
+
+    if args.runtime:
+        if args.manifest or args.group:
+            raise UsageError("--runtime names bake's runtime image: it takes no --manifest or --group")
+        return publish.runtime_ref(args.repository), shlex.join(
+            ["bake", "publish", "--runtime", "--repository", args.repository]
+        )
+    args.manifest = args.manifest or manifest.DEFAULT_MANIFEST
+    command = ["bake", "publish", "--manifest", args.manifest, "--repository", args.repository]
+    command += [word for group in args.group for word in ("--group", group)]
+    return publish.assets_ref(Path(args.manifest), args.repository, args.group), shlex.join(command)
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from bake import publish
+
+    _image_ref(args)  # checks the options before anything asks the registry
+    buildx_args = args.buildx_args[1:] if args.buildx_args[:1] == ["--"] else args.buildx_args
+    if args.runtime:
+        published = publish.publish_runtime(args.repository, buildx_args)
+    else:
+        published = publish.publish_assets(Path(args.manifest), args.repository, args.group, buildx_args)
+    print(published.pinned)
+    return 0
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    from bake import pin, publish
+
+    ref, publish_command = _image_ref(args)
+    pinned = publish.lookup(ref, publish_command).pinned
+    for result in pin.pin_files(args.dockerfiles, args.repository, pinned, check=args.check):
+        count = len(result.references)
+        if args.check:
+            print(f"bake: {result.path}: {count} reference(s) to {args.repository}, all pinned to {pinned}")
+        elif result.stale:
+            print(f"bake: {result.path}: pinned {len(result.stale)} of {count} reference(s) to {pinned}")
+        else:
+            print(f"bake: {result.path}: {count} reference(s) already pinned to {pinned}")
+    return 0
+
+
 def cmd_cache(args: argparse.Namespace) -> int:
     from bake import cache
 
@@ -450,11 +649,16 @@ def cmd_cache(args: argparse.Namespace) -> int:
 def cmd_add(args: argparse.Namespace) -> int:
     from bake import add
 
-    if hub_add.is_repo_url(args.target):  # hf://ORG/REPO[@REV]: a whole Hub repository, [[hub]]
-        return hub_add.cmd_add(args)
-    hub_add.refuse_repo_options(args)
-
     options = _fetch_options(args)
+    if args.target.startswith("hf://"):
+        from bake.hub import add as hub_add
+
+        if hub_add.is_repo_url(args.target):  # hf://ORG/REPO[@REV]: a whole Hub repository, [[hub]]
+            return hub_add.cmd_add(args, options)
+    if args.include or args.exclude or args.repo_type or args.downloader:
+        from bake.hub import add as hub_add
+
+        hub_add.refuse_repo_options(args)
     path = Path(args.manifest)
     if args.size_only:
         if args.name or args.path or args.sha256 or args.group:
@@ -479,6 +683,8 @@ COMMANDS = [
     _add_seal_parser,
     _add_check_context_parser,
     _add_build_parser,
+    _add_publish_parser,
+    _add_pin_parser,
     _add_cache_parser,
 ]
 

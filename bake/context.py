@@ -201,7 +201,8 @@ def _open(directory: Path) -> _Repo:
         directory,
         ["rev-parse", "--show-toplevel", "--git-path", "index", "--show-object-format"],
         "repository lookup",
-        hint="run it inside a git work tree or pass the work tree's path",
+        # bake build takes no path: the one hint that holds for it and for check-context.
+        hint="run it inside a git work tree: cd into one (bake check-context also takes its path)",
     )
     root, index, object_format = os.fsdecode(proc.stdout).splitlines()[:3]
     head = _git(

@@ -68,17 +68,20 @@ def write_index(dest: Path, assets: list[Asset]) -> None:
     install_together({dest / SUMS_NAME: sums.encode(), dest / LOCK_NAME: lock.encode()})
 
 
-def read_lock(dest: Path) -> list[LockedFile]:
-    """Return the files ``dest/bake.lock.json`` records. Raises UsageError if it is unreadable."""
+def read_lock(
+    dest: Path, what_to_do: str = "pass --manifest, or point --dest at a baked asset root"
+) -> list[LockedFile]:
+    """Return the files ``dest/bake.lock.json`` records.
+
+    Raises UsageError if it is unreadable, ending with ``what_to_do``: the caller's own
+    options (``verify`` takes --manifest and --dest, ``doctor`` takes --assets).
+    """
     lock_path = dest / LOCK_NAME
     try:
         doc = json.loads(lock_path.read_text(encoding="utf-8"))
         return [LockedFile(e["path"], e.get("size"), e["sha256"]) for e in doc["assets"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(
-            f"{lock_path}: cannot read the lock ({exc}); "
-            "pass --manifest, or point --dest at a baked asset root"
-        ) from None
+        raise UsageError(f"{lock_path}: cannot read the lock ({exc}); {what_to_do}") from None
 
 
 def expected_files(assets: list[Asset]) -> list[LockedFile]:

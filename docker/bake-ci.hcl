@@ -1,17 +1,21 @@
 # Example CI override, layered the way vLLM's ROCm CI layers its bake files:
-#   docker buildx bake -f docker-bake.hcl -f docker/bake-ci.hcl
-# Site specifics live here, never in the base file. Registry cache export needs
-# a docker-container builder (`docker buildx create --use`); on the engine's
-# default docker driver use `bake build --assets-image` instead (see README).
+#   CI_REGISTRY=HOST[:PORT]/PATH docker buildx bake -f docker-bake.hcl -f docker/bake-ci.hcl
+# Site specifics live here, never in the base file. Registry cache export needs a
+# docker-container builder (`docker buildx create --use`); on the engine's default docker
+# driver, publish the asset layer with `bake publish` or `bake build --assets-image` instead.
 
 variable "CI_REGISTRY" {
-  description = "Registry the AMD agents pull from."
-  default     = "registry.example.internal/rocm-ci"
+  description = "Registry (and path) the AMD agents pull from; the registry cache lives there too."
+  default     = ""
+  validation {
+    condition     = CI_REGISTRY != ""
+    error_message = "Set CI_REGISTRY to the registry and path your agents pull from: HOST[:PORT]/PATH."
+  }
 }
 
 variable "ASSET_MIRRORS" {
-  description = "In-house mirrors tried before the public origins."
-  default     = "https://www.modelscope.cn/=https://artifacts.example.internal/modelscope/ https://openaipublic.blob.core.windows.net/=https://artifacts.example.internal/openaipublic/"
+  description = "In-house mirrors tried before the public origins: PREFIX=REPLACEMENT, space-separated (empty: none)."
+  default     = ""
 }
 
 target "_common" {

@@ -6,8 +6,10 @@ file_download.py, utils/_http.py):
 
 - ``GET /api/{models,datasets}/ORG/NAME[/revision/REV]`` (``?blobs=True``): ``sha`` and
   ``siblings`` with ``size``, ``blobId`` and ``lfs`` {``size``, ``sha256``, ``pointerSize``};
+- ``GET /api/{models,datasets}/ORG/NAME[/revision/REV]?expand=sha``: only the listed properties;
 - ``GET /api/{models,datasets}/ORG/NAME/tree/REV[/PATH]`` (``?recursive=True``): files
-  (``oid``, ``size``, ``lfs`` {``oid``, ``size``, ``pointerSize``}) and directories;
+  (``oid``, ``size``, ``lfs`` {``oid``, ``size``, ``pointerSize``}) and directories, 1,000 entries
+  a page as the Hub pages them: a ``Link: <…&cursor=…>; rel="next"`` header names the next page;
 - ``HEAD``/``GET /[datasets/]ORG/NAME/resolve/REV/PATH``: ``X-Repo-Commit`` and ``ETag``;
   a small file is served here (ETag = its git blob id); an LFS file answers 302 to the
   CDN with ``X-Linked-Etag`` (its sha256) and ``X-Linked-Size``;
@@ -15,7 +17,9 @@ file_download.py, utils/_http.py):
   which huggingface_hub turns into its own exception types;
 - the CDN (``/cdn/<sha256>``) serves ``Range`` requests, optionally at a per-connection rate.
 
-A gated repository answers 401 without ``Authorization: Bearer <its token>``. The spec
+A gated repository answers 401 without ``Authorization: Bearer <its token>``. A repository
+can be made hostile (``LoopbackHub.hostile``): its answers then carry the commit ids, ETags,
+paths, sizes and listings a test chooses, as a broken or malicious endpoint would. The spec
 file is re-read when it changes, so a test can change a repository's content at a
 commit (what an origin must never do) or remove a file. Run as a process, stopped by
 pid (SIGTERM)::
@@ -23,7 +27,9 @@ pid (SIGTERM)::
     python -m tests.hub_server --spec SPEC.json --port-file PORTS [--rate BYTES_PER_S]
 
 SPEC: ``{"repos": [{"repo": "org/name", "type": "model", "token": null, "refs": {"main":
-COMMIT}, "commits": {COMMIT: {PATH: {"file": ABSOLUTE_PATH, "lfs": BOOL}}}}]}``.
+COMMIT}, "commits": {COMMIT: {PATH: FILE}}, "hostile": {…}, "page_size": 1000}]}``, where FILE
+is ``{"file": ABSOLUTE_PATH, "lfs": BOOL}``, ``{"data": BASE64}`` (a small file held inline) or
+``{"lfs": true, "size": N, "sha256": HEX}`` (listed, never served: listings at scale).
 PORTS receives ``{"hub": PORT, "cdn": PORT, "pid": PID}``. ``GET /_stats`` on the Hub
 returns the request counters of both servers, including whether the CDN ever saw a token.
 """
@@ -31,6 +37,7 @@ returns the request counters of both servers, including whether the CDN ever saw
 from __future__ import annotations
 
 import argparse
+import base64
 import collections
 import hashlib
 import json
@@ -45,9 +52,10 @@ import urllib.request
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 CHUNK = 256 * 1024
+PAGE_SIZE = 1000  # tree entries per page, as the Hub serves them without expand
 _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
 _RESOLVE = re.compile(r"^/(?:(datasets)/)?([^/]+/[^/]+)/resolve/([^/]+)/(.+)$")
 _API = re.compile(r"^/api/(models|datasets)/([^/]+/[^/]+?)(?:/(revision|tree)/([^/]+)(?:/(.*))?)?$")
@@ -64,15 +72,24 @@ def lfs_pointer(sha256: str, size: int) -> bytes:
 
 
 @dataclass(frozen=True)
+class Unserved:
+    """An LFS file the Hub lists (size, sha256) but whose bytes no test downloads: listings at scale."""
+
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
 class RepoFile:
     """One file at one commit, with the identities the Hub reports for it."""
 
     path: str
-    source: str
+    source: str | None  # a file on disk, or None when the bytes are inline (data) or never served
     size: int
     sha256: str
     blob_id: str
     lfs: bool
+    data: bytes | None = None
 
     def tree_entry(self) -> dict:
         entry: dict = {"type": "file", "oid": self.blob_id, "size": self.size, "path": self.path}
@@ -84,21 +101,36 @@ class RepoFile:
     def pointer_size(self) -> int:
         return len(lfs_pointer(self.sha256, self.size))
 
+    def read(self, start: int, n: int) -> bytes:
+        if self.data is not None:
+            return self.data[start : start + n]
+        if self.source is None:
+            return b""
+        with open(self.source, "rb") as fh:
+            return os.pread(fh.fileno(), n, start)
 
-def _describe(path: str, source: str, lfs: bool) -> RepoFile:
-    digest = hashlib.sha256()
-    blob = hashlib.sha1()
-    size = os.path.getsize(source)
-    if not lfs:
-        blob.update(b"blob %d\x00" % size)
-    with open(source, "rb") as fh:
-        while block := fh.read(1 << 20):
-            digest.update(block)
-            if not lfs:
+
+def _describe(path: str, spec: dict) -> RepoFile:
+    """A RepoFile from its spec entry: a file on disk, inline data, or a listed-only LFS file."""
+    lfs = spec.get("lfs", False)
+    if "sha256" in spec:  # listed only
+        sha, size = spec["sha256"], spec["size"]
+        return RepoFile(path, None, size, sha, git_blob_id(lfs_pointer(sha, size)), True)
+    data = base64.b64decode(spec["data"]) if "data" in spec else None
+    digest, blob = hashlib.sha256(), hashlib.sha1()
+    size = len(data) if data is not None else os.path.getsize(spec["file"])
+    blob.update(b"blob %d\x00" % size)
+    if data is not None:
+        digest.update(data)
+        blob.update(data)
+    else:
+        with open(spec["file"], "rb") as fh:
+            while block := fh.read(1 << 20):
+                digest.update(block)
                 blob.update(block)
     sha = digest.hexdigest()
     blob_id = git_blob_id(lfs_pointer(sha, size)) if lfs else blob.hexdigest()
-    return RepoFile(path, source, size, sha, blob_id, lfs)
+    return RepoFile(path, spec.get("file"), size, sha, blob_id, lfs, data)
 
 
 class Hub:
@@ -111,6 +143,7 @@ class Hub:
         self.repos: dict[tuple[str, str], dict] = {}
         self.blobs: dict[str, RepoFile] = {}
         self.stats: collections.Counter = collections.Counter()
+        self._trees: dict[tuple[str, str, str], list[dict]] = {}
 
     def refresh(self) -> None:
         with self._lock:
@@ -121,19 +154,51 @@ class Hub:
             for raw in json.loads(self.spec.read_text())["repos"]:
                 commits = {}
                 for commit, files in raw["commits"].items():
-                    described = {p: _describe(p, f["file"], f.get("lfs", False)) for p, f in files.items()}
+                    described = {p: _describe(p, f) for p, f in files.items()}
                     commits[commit] = described
                     blobs.update({f.sha256: f for f in described.values()})
                 repos[(raw.get("type", "model"), raw["repo"])] = {
                     "token": raw.get("token"),
                     "refs": raw.get("refs", {}),
                     "commits": commits,
+                    "hostile": raw.get("hostile", {}),
+                    "page_size": raw.get("page_size", PAGE_SIZE),
                 }
             self.repos, self.blobs, self._mtime = repos, blobs, mtime
+            self._trees = {}
+
+    def recursive_tree(self, kind: str, repo_id: str, commit: str) -> list[dict]:
+        """Every directory and file at ``commit``, directories first, each sorted: computed once."""
+        key = (kind, repo_id, commit)
+        with self._lock:
+            if key not in self._trees:
+                files = self.repos[(kind, repo_id)]["commits"][commit]
+                dirs = {str(parent) for p in files for parent in Path(p).parents if str(parent) != "."}
+                folders = [
+                    {"type": "directory", "oid": git_blob_id(d.encode()), "size": 0, "path": d}
+                    for d in sorted(dirs)
+                ]
+                self._trees[key] = folders + [files[p].tree_entry() for p in sorted(files)]
+            return self._trees[key]
+
+
+def hostile_entry(entry: dict, hostile: dict) -> dict:
+    """A tree entry (or sibling) as a hostile Hub tells it: the fields the test chose, replaced."""
+    if entry["type"] != "file":
+        return entry
+    entry = dict(entry)
+    entry["path"] = hostile.get("paths", {}).get(entry["path"], entry["path"])
+    for field, key in (("size", "size"), ("oid", "blob")):
+        if key in hostile:
+            entry[field] = hostile[key]
+    if "lfs" in entry and "lfs_sha256" in hostile:
+        entry["lfs"] = {**entry["lfs"], "oid": hostile["lfs_sha256"]}
+    return entry
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and a small body go out at once, as from a real server
     hub: Hub
     rate: float | None = None
     cdn_base = ""
@@ -175,8 +240,8 @@ class _Handler(BaseHTTPRequestHandler):
         if body and not head:
             self.wfile.write(body)
 
-    def _json(self, status: int, doc: object, headers: dict | None = None) -> None:
-        body = json.dumps(doc).encode()
+    def _json(self, status: int, doc: object, headers: dict | None = None, pad: int = 0) -> None:
+        body = json.dumps(doc).encode() + b" " * pad  # trailing spaces keep it valid JSON, only longer
         self._send(
             status, {"Content-Type": "application/json", **(headers or {})}, body, self.command == "HEAD"
         )
@@ -209,18 +274,50 @@ class _Handler(BaseHTTPRequestHandler):
         if found is None:
             return
         repo, commit = found
-        files = repo["commits"][commit]
+        query = parse_qs(urlsplit(self.path).query)
         if what == "tree":
-            return self._tree(files, unquote(sub or ""), parse_qs(urlsplit(self.path).query))
-        siblings = [
-            {"rfilename": f.path, "size": f.size, "blobId": f.blob_id}
-            | ({"lfs": {"size": f.size, "sha256": f.sha256, "pointerSize": f.pointer_size}} if f.lfs else {})
-            for f in sorted(files.values(), key=lambda f: f.path)
-        ]
+            if query.get("recursive", ["False"])[0].lower() == "true" and not sub:
+                return self._tree_page(kind, repo_id, commit, repo, query)
+            return self._tree(repo["commits"][commit], unquote(sub or ""), query)
+        files = repo["commits"][commit]
+        hostile = repo["hostile"]
+        siblings = []
+        for f in sorted(files.values(), key=lambda f: f.path):
+            told = hostile_entry(f.tree_entry(), hostile)
+            sibling = {"rfilename": told["path"], "size": told["size"], "blobId": told["oid"]}
+            if f.lfs:
+                sibling["lfs"] = {"size": f.size, "sha256": told["lfs"]["oid"], "pointerSize": f.pointer_size}
+            siblings.append(sibling)
         gated = "auto" if repo["token"] else False
-        self._json(
-            200, {"id": repo_id, "sha": commit, "private": False, "gated": gated, "siblings": siblings}
-        )
+        info = {"id": repo_id, "sha": hostile.get("commit", commit), "private": False, "gated": gated}
+        info["siblings"] = siblings
+        expand = query.get("expand", []) + query.get("expand[]", [])
+        if expand:
+            info = {k: v for k, v in info.items() if k in expand or k == "id"}
+        self._json(200, info)
+
+    def _tree_page(self, kind: str, repo_id: str, commit: str, repo: dict, query: dict) -> None:
+        """One page of the recursive listing, with a Link header to the next, as the Hub pages it."""
+        hostile = repo["hostile"]
+        listing = self.hub.recursive_tree(kind, repo_id, commit)
+        size = repo["page_size"]
+        start = int(base64.urlsafe_b64decode(query["cursor"][0]).decode()) if "cursor" in query else 0
+        page = [hostile_entry(e, hostile) for e in listing[start : start + size]]
+        page += hostile.get("extra_entries", []) if start == 0 else []
+        following = start + size
+        mode = hostile.get("listing")
+        if mode == "loop":
+            following = start  # the next page is this one, forever
+        elif mode == "endless":
+            following = start + size if start + size < len(listing) else len(listing) + start % 7 + 1
+            page = page or [{"type": "directory", "oid": "0" * 40, "size": 0, "path": f"d{start}"}]
+        headers = {}
+        if following < len(listing) or mode in ("loop", "endless"):
+            cursor = base64.urlsafe_b64encode(str(following).encode()).decode()
+            params = urlencode({"recursive": "True", "expand": "False", "cursor": cursor})
+            url = f"http://{self.headers.get('Host')}{urlsplit(self.path).path}?{params}"
+            headers["Link"] = f'<{url}>; rel="next"'
+        self._json(200, page, headers, pad=hostile.get("pad", 0))
 
     def _tree(self, files: dict[str, RepoFile], sub: str, query: dict) -> None:
         recursive = query.get("recursive", ["False"])[0].lower() == "true"
@@ -247,29 +344,37 @@ class _Handler(BaseHTTPRequestHandler):
         if found is None:
             return
         repo, commit = found
-        entry = repo["commits"][commit].get(path)
+        hostile = repo["hostile"]
+        failed = self.hub.stats[f"503 {repo_id}"]
+        if failed < hostile.get("fail_first", 0):  # a Hub that is down for a moment
+            self.hub.stats[f"503 {repo_id}"] += 1
+            return self._error(503, "ServiceUnavailable", "try again")
+        told = {v: k for k, v in hostile.get("paths", {}).items()}.get(path, path)
+        entry = repo["commits"][commit].get(told)
+        shown = str(hostile.get("commit", commit))
         if entry is None:
-            return self._error(404, "EntryNotFound", f"{path} does not exist", {"X-Repo-Commit": commit})
-        headers = {"X-Repo-Commit": commit, "Accept-Ranges": "bytes"}
+            return self._error(404, "EntryNotFound", f"{path} does not exist", {"X-Repo-Commit": shown})
+        headers = {"X-Repo-Commit": shown, "Accept-Ranges": "bytes"}
         if entry.lfs:
             headers |= {
                 "ETag": f'"{entry.blob_id}"',
-                "X-Linked-Etag": f'"{entry.sha256}"',
-                "X-Linked-Size": str(entry.size),
+                "X-Linked-Etag": f'"{hostile.get("etag", entry.sha256)}"',
+                "X-Linked-Size": str(hostile.get("linked_size", entry.size)),
                 "Location": f"{self.cdn_base}/cdn/{entry.sha256}?name={quote(path)}",
             }
             return self._send(302, headers, head=True)
-        headers["ETag"] = f'"{entry.blob_id}"'
-        self._file(entry, headers, head)
+        headers["ETag"] = f'"{hostile.get("etag", entry.blob_id)}"'
+        self._file(entry, headers, head, stall=0.0 if head else hostile.get("stall", 0.0))
 
     def _cdn(self, path: str, head: bool) -> None:
         sha = path.rsplit("/", 1)[-1]
         entry = self.hub.blobs.get(sha) if path.startswith("/cdn/") else None
-        if entry is None:
+        if entry is None or (entry.source is None and entry.data is None):
             return self._send(404, {}, b"no such object")
         self._file(entry, {"ETag": f'"{entry.sha256}"', "Accept-Ranges": "bytes"}, head)
 
-    def _file(self, entry: RepoFile, headers: dict, head: bool) -> None:
+    def _file(self, entry: RepoFile, headers: dict, head: bool, stall: float = 0.0) -> None:
+        """Serve the file (or a range of it); with ``stall``, go silent that long after the headers."""
         start, end = 0, entry.size - 1
         status = 200
         wanted = _RANGE.match(self.headers.get("Range", ""))
@@ -282,28 +387,31 @@ class _Handler(BaseHTTPRequestHandler):
             headers["Content-Range"] = f"bytes {start}-{end}/{entry.size}"
         headers["Content-Length"] = str(end - start + 1 if entry.size else 0)
         self._send(status, headers, head=True)
+        if stall:
+            self.wfile.flush()
+            time.sleep(stall)
+            self.close_connection = True
+            return
         if not head:
-            self._stream(entry.source, start, end + 1)
+            self._stream(entry, start, end + 1)
 
-    def _stream(self, source: str, start: int, stop: int) -> None:
+    def _stream(self, entry: RepoFile, start: int, stop: int) -> None:
         began = time.monotonic()
         sent = 0
-        with open(source, "rb") as fh:
-            fh.seek(start)
-            while start + sent < stop:
-                block = fh.read(min(CHUNK, stop - start - sent))
-                if not block:
-                    break
-                try:
-                    self.wfile.write(block)
-                except (BrokenPipeError, ConnectionResetError):
-                    return
-                sent += len(block)
-                self.hub.stats[f"{self.role} bytes"] += len(block)
-                if self.rate:
-                    ahead = sent / self.rate - (time.monotonic() - began)
-                    if ahead > 0:
-                        time.sleep(ahead)
+        while start + sent < stop:
+            block = entry.read(start + sent, min(CHUNK, stop - start - sent))
+            if not block:
+                break
+            try:
+                self.wfile.write(block)
+            except (BrokenPipeError, ConnectionResetError):
+                return
+            sent += len(block)
+            self.hub.stats[f"{self.role} bytes"] += len(block)
+            if self.rate:
+                ahead = sent / self.rate - (time.monotonic() - began)
+                if ahead > 0:
+                    time.sleep(ahead)
 
 
 def serve(spec: Path, rate: float | None = None) -> tuple[ThreadingHTTPServer, ThreadingHTTPServer]:
@@ -349,24 +457,44 @@ class LoopbackHub:
         ref: str | None = "main",
         token: str | None = None,
     ) -> str:
-        """Add a commit holding ``files`` (path -> bytes, or (bytes, lfs)); return its id."""
-        described = {p: v if isinstance(v, tuple) else (v, False) for p, v in files.items()}
-        commit = hashlib.sha1(
-            repr(
-                sorted((p, hashlib.sha256(d).hexdigest(), lfs) for p, (d, lfs) in described.items())
-            ).encode()
-            + repo.encode()
-        ).hexdigest()
+        """Add a commit holding ``files`` (path -> bytes, (bytes, lfs) or Unserved); return its id."""
+        identity = sorted((p, self._identity(v)) for p, v in files.items())
+        commit = hashlib.sha1(repr(identity).encode() + repo.encode()).hexdigest()
         entry = self.repos.setdefault(
             (kind, repo), {"repo": repo, "type": kind, "token": token, "refs": {}, "commits": {}}
         )
         entry["commits"][commit] = {}
-        for path, (data, lfs) in described.items():
-            self._store(entry, commit, path, data, lfs)
+        for path, value in files.items():
+            self._store(entry, commit, path, value)
         if ref is not None:
             entry["refs"][ref] = commit
         self._write_spec()
         return commit
+
+    @staticmethod
+    def _identity(value: object) -> tuple:
+        if isinstance(value, Unserved):
+            return (value.sha256, True)
+        data, lfs = value if isinstance(value, tuple) else (value, False)
+        return (hashlib.sha256(data).hexdigest(), lfs)
+
+    def hostile(
+        self, repo: str, *, kind: str = "model", page_size: int | None = None, **answers: object
+    ) -> None:
+        """Make ``repo`` answer as a broken or malicious Hub would; no answers makes it honest again.
+
+        ``commit`` (the sha and X-Repo-Commit told), ``etag`` (ETag, or X-Linked-Etag of an LFS
+        file), ``linked_size``, ``paths`` ({real: told}), ``size``, ``blob`` and ``lfs_sha256`` (the
+        listings' fields), ``extra_entries`` (raw entries added to the first page), ``listing``
+        (``loop``: a next page that is the same page; ``endless``: pages without end), ``pad``
+        (bytes of whitespace after each page), ``stall`` (seconds of silence after a file's headers)
+        and ``fail_first`` (the first N file requests answer 503).
+        """
+        entry = self.repos[(kind, repo)]
+        entry["hostile"] = answers
+        if page_size is not None:
+            entry["page_size"] = page_size
+        self._write_spec()
 
     def replace(self, repo: str, commit: str, path: str, data: bytes | None, *, kind: str = "model") -> None:
         """Change (or, with None, remove) a file at an existing commit: what an origin must never do."""
@@ -374,10 +502,17 @@ class LoopbackHub:
         if data is None:
             del entry["commits"][commit][path]
         else:
-            self._store(entry, commit, path, data, entry["commits"][commit][path]["lfs"])
+            self._store(entry, commit, path, (data, entry["commits"][commit][path].get("lfs", False)))
         self._write_spec()
 
-    def _store(self, entry: dict, commit: str, path: str, data: bytes, lfs: bool) -> None:
+    def _store(self, entry: dict, commit: str, path: str, value: object) -> None:
+        if isinstance(value, Unserved):
+            entry["commits"][commit][path] = {"lfs": True, "size": value.size, "sha256": value.sha256}
+            return
+        data, lfs = value if isinstance(value, tuple) else (value, False)
+        if not lfs and len(data) <= 4096:  # small files ride inline: many of them cost no disk
+            entry["commits"][commit][path] = {"data": base64.b64encode(data).decode()}
+            return
         self._version += 1
         source = self.root / "data" / f"{self._version}-{hashlib.sha256(data).hexdigest()[:16]}"
         source.parent.mkdir(parents=True, exist_ok=True)
@@ -386,10 +521,12 @@ class LoopbackHub:
 
     def _write_spec(self) -> None:
         spec = self.root / "hub-spec.json"
+        spec.parent.mkdir(parents=True, exist_ok=True)
         tmp = spec.with_suffix(".tmp")
         tmp.write_text(json.dumps({"version": self._version, "repos": list(self.repos.values())}))
         tmp.replace(spec)
         # The server reloads on a new mtime; make sure it is new even within one clock tick.
+        self._version += 1
         os.utime(spec, ns=(time.time_ns(), time.time_ns() + self._version))
 
     def start(self) -> LoopbackHub:

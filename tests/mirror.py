@@ -158,6 +158,11 @@ def gzip_body() -> Fault:
     return Fault("gzip")
 
 
+def endless() -> Fault:
+    """Answer 200 with no Content-Length and stream bytes until the client goes away: a file with no end."""
+    return Fault("endless")
+
+
 # Last-Modified dates handed out by Mirror.add: one second apart, so a replaced file always gets a new one.
 _modified_clock = iter(range(1_500_000_000, 2**40))
 
@@ -223,6 +228,7 @@ class Mirror:
         self.files: dict[str, _File] = {}
         self.faults: dict[str, collections.deque[Fault]] = collections.defaultdict(collections.deque)
         self.redirects: dict[str, str] = {}
+        self.endless: set[str] = set()  # paths that stream forever, on every request
         self.hub: dict[str, tuple[str, str | None, str]] = {}
         self.drops: dict[str, float] = {}
         self.requests: collections.Counter[str] = collections.Counter()
@@ -268,6 +274,10 @@ class Mirror:
         """Always redirect ``path`` to ``location`` (302)."""
         self.redirects[path] = location
 
+    def add_endless(self, path: str) -> None:
+        """Serve ``path`` as a body that never ends, on every request (the fault ``endless`` each time)."""
+        self.endless.add(path)
+
     def drop_at(self, path: str, fraction: float = 0.5) -> None:
         """Reset every open connection for ``path`` once, when its bytes sent first cross ``fraction``."""
         self.drops[path] = fraction
@@ -303,6 +313,8 @@ class Mirror:
 
     def _next_fault(self, path: str) -> Fault:
         with self.lock:
+            if path in self.endless:
+                return endless()
             queue = self.faults.get(path)
             return queue.popleft() if queue else ok()
 
@@ -467,6 +479,8 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.kind == "redirect":
             self._simple(path, fault.status, {"Location": fault.location})
             return
+        if fault.kind == "endless":
+            self._endless(path)
         entry = mirror._lookup(path)
         if entry is None:
             self._simple(path, 404, body=b"not found")
@@ -519,6 +533,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         self.end_headers()
         self._send_body(path, entry, start, end, fault)
+
+    def _endless(self, path: str) -> None:
+        """200, close-delimited, validators as this mirror sends them; bytes until the client hangs up."""
+        self._record(path, 200)
+        self.send_response(200)
+        if self.mirror.etag:
+            self.send_header("ETag", '"endless"')
+        if self.mirror.last_modified:
+            self.send_header("Last-Modified", email.utils.formatdate(1_500_000_000, usegmt=True))
+        self.send_header("Connection", "close")
+        self.close_connection = True
+        self.end_headers()
+        block = bytes(range(256)) * (CHUNK // 256)
+        while not self.mirror.stopping.is_set():
+            self.wfile.write(block)
+            self._count(path, len(block), 0)
+        raise _Abort()
 
     def _validators(self, entry: _File, etag: str | None = None) -> dict[str, str]:
         """The ETag and/or Last-Modified headers this mirror sends for ``entry``."""

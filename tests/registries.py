@@ -1,10 +1,11 @@
-"""Registries for tests: the toolchain's loopback registry, a second one with htpasswd auth, odd answers.
+"""Registries for tests: the toolchain's loopback registry, registries of their own, odd answers.
 
 ``push_manifest`` puts a minimal image manifest under a tag through the registry's HTTP API,
-so a test can make a reference exist without building anything. ``AuthRegistry`` runs
-Debian's docker-registry on another loopback port with Basic auth, started and stopped by
-pid. ``AnsweringRegistry`` answers every request with one scripted status, for the answers
-a real registry will not give on demand (429, a token endpoint that fails).
+so a test can make a reference exist without building anything. ``LocalRegistry`` runs
+Debian's docker-registry on another loopback port, started and stopped by pid (a test that
+stops a registry stops one of these); ``AuthRegistry`` is one with Basic auth.
+``AnsweringRegistry`` answers every request with one scripted status, for the answers a real
+registry will not give on demand (429, a token endpoint that fails).
 """
 
 from __future__ import annotations
@@ -36,8 +37,11 @@ def _request(url: str, method: str = "GET", data: bytes | None = None, headers: 
     return urllib.request.urlopen(req, timeout=30)
 
 
-def push_manifest(ref: str, auth: tuple[str, str] | None = None) -> None:
-    """Make ``ref`` (``host:port/name:tag``) exist: upload an empty image's config, then its manifest."""
+def push_manifest(ref: str, auth: tuple[str, str] | None = None) -> str:
+    """Make ``ref`` (``host:port/name:tag``) exist: upload an empty image's config, then its manifest.
+
+    Returns the manifest's digest (``sha256:…``), which the registry serves for ``ref`` from then on.
+    """
     host, _, rest = ref.partition("/")
     name, _, tag = rest.rpartition(":")
     headers = {}
@@ -64,6 +68,7 @@ def push_manifest(ref: str, auth: tuple[str, str] | None = None) -> None:
     }
     body = json.dumps(manifest).encode()
     _request(f"{base}/manifests/{tag}", "PUT", body, {**headers, "Content-Type": OCI_MANIFEST}).close()
+    return "sha256:" + hashlib.sha256(body).hexdigest()
 
 
 def has_manifest(ref: str, auth: tuple[str, str] | None = None) -> bool:
@@ -88,32 +93,40 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class AuthRegistry:
-    """docker-registry with htpasswd auth on a free loopback port, under ``root``; stopped by its pid."""
+class LocalRegistry:
+    """docker-registry on a free loopback port, under ``root``, started and stopped by its pid.
 
-    def __init__(self, root: Path) -> None:
+    With ``auth`` it asks for htpasswd Basic auth (USER, PASSWORD), as Docker Hub asks for a login.
+    Tests that need a registry to stop use one of these, never the toolchain's shared one.
+    """
+
+    def __init__(self, root: Path, *, auth: bool = False) -> None:
         self.root = root
+        self.auth = auth
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
-    def __enter__(self) -> AuthRegistry:
+    def __enter__(self) -> LocalRegistry:
         binary = shutil.which("docker-registry")
         if binary is None:
             raise FileNotFoundError("docker-registry is not installed (scripts/toolchain.sh up installs it)")
-        (self.root / "htpasswd").write_text(_HTPASSWD)
         config = self.root / "config.yml"
-        config.write_text(
+        text = (
             "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
             f"    rootdirectory: {self.root / 'data'}\nhttp:\n  addr: {self.host}\n"
-            f"auth:\n  htpasswd:\n    realm: bake-test\n    path: {self.root / 'htpasswd'}\n"
         )
+        if self.auth:
+            (self.root / "htpasswd").write_text(_HTPASSWD)
+            text += f"auth:\n  htpasswd:\n    realm: bake-test\n    path: {self.root / 'htpasswd'}\n"
+        config.write_text(text)
         log = (self.root / "registry.log").open("wb")
         self.proc = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=log)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
                 _request(f"http://{self.host}/v2/").close()
+                return self
             except urllib.error.HTTPError as exc:
                 if exc.code == 401:  # up, and asking for credentials
                     return self
@@ -140,6 +153,13 @@ class AuthRegistry:
             if repos.exists()
             else []
         )
+
+
+class AuthRegistry(LocalRegistry):
+    """A LocalRegistry that answers 401 to anyone not logged in (htpasswd auth), as Docker Hub does."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root, auth=True)
 
 
 class AnsweringRegistry:
@@ -204,3 +224,20 @@ def docker_login(host: str, password: str = PASSWORD) -> subprocess.CompletedPro
         ["docker", "login", "--username", USER, "--password-stdin", host],
         input=password, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
+
+
+def remove_images_named(marker: str) -> None:
+    """Remove from the engine every image a tag or repository digest of which contains ``marker``.
+
+    Publishing through the engine's docker driver keeps a copy of what it pushes; tests that
+    publish into repositories named after a run id of their own clear them with this.
+    """
+    import docker
+
+    engine = docker.from_env(timeout=600)
+    try:
+        for image in engine.images.list():
+            if any(marker in name for name in image.tags + (image.attrs.get("RepoDigests") or [])):
+                engine.images.remove(image.id, force=True)
+    finally:
+        engine.close()

@@ -197,8 +197,11 @@ def test_sha256_option_must_match(
     url = mirror.url("/files/model.bin")
     result = run_add(mirror, odd_manifest, tmp_path / "cache", url, "--path", "data/m.bin", "--sha256", sha)
     assert result.returncode == code, result.stderr
+    # One download either way; a wrong --sha256 is named as the thing to check, not the manifest (issue 17).
+    assert mirror.bytes_sent["/files/model.bin"] == len(DATA)
     if code:
         assert odd_manifest.read_text() == ODD
+        assert f"not to the --sha256 {sha}" in result.stderr and "manifest hash" not in result.stderr
     else:
         assert manifest.load_manifest(odd_manifest)[-1].sha256 == SHA
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bake import cli
-from bake.assets_image import AssetsImage, check_repo, exists, resolve
+from bake.assets_image import AssetsImage, check_repo, registry_digest, resolve
 from bake.build import run_build
 from bake.errors import BuildError, UsageError
 from bake.manifest import load_manifest, manifest_digest, select
@@ -57,6 +57,9 @@ FAKE_DOCKER = """\
 import json, os, sys
 from pathlib import Path
 
+sys.path.insert(0, os.environ["FAKE_DOCKER_REPO"])
+from tests.registries import push_manifest
+
 state = Path(os.environ["FAKE_DOCKER_STATE"])
 args = sys.argv[1:]
 with open(state / "calls.jsonl", "a") as log:
@@ -68,7 +71,10 @@ if args[:2] == ["buildx", "bake"] and "--print" in args:
     sys.stdout.write(definition.read_text())
 elif args[:2] == ["buildx", "bake"]:
     publishing = any(a.endswith(".output=type=image,push=true") for a in args)
-    sys.exit(int((state / "publish-exit").read_text()) if publishing else 0)
+    code = int((state / "publish-exit").read_text()) if publishing else 0
+    if publishing and code == 0:  # what a real publish leaves: the tag in the registry
+        push_manifest(next(a.split("=", 1)[1] for a in args if ".tags=" in a))
+    sys.exit(code)
 else:
     sys.exit(99)
 """
@@ -104,6 +110,7 @@ def docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeDocker:
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
     monkeypatch.setenv("FAKE_DOCKER_STATE", str(state))
+    monkeypatch.setenv("FAKE_DOCKER_REPO", str(Path(__file__).resolve().parents[1]))
     fake = FakeDocker(state)
     fake.publish_exit(0)
     return fake
@@ -232,10 +239,11 @@ def registry_repo(engine: None) -> str:
 
 def test_the_registry_answer_decides(registry_repo: str) -> None:
     ref = f"{registry_repo}:{SHA_A}"
-    assert exists(ref) is False
-    push_manifest(ref)
-    assert exists(ref) is True
-    assert exists(f"{registry_repo}:{SHA_B}") is False, "another tag of a known repository is missing too"
+    assert registry_digest(ref) is None
+    pushed = push_manifest(ref)
+    assert registry_digest(ref) == pushed
+    # Another tag of a known repository is missing too.
+    assert registry_digest(f"{registry_repo}:{SHA_B}") is None
 
 
 # ---- the overrides -------------------------------------------------------------------------------
@@ -253,11 +261,10 @@ def test_publishing_builds_the_assets_stage_pushed_under_the_digest_tag() -> Non
     ]  # fmt: skip
 
 
-def test_consuming_replaces_the_assets_stage_with_the_image() -> None:
-    assert IMAGE.consume_args() == [
-        "--set", f"image.contexts.assets=docker-image://{REPO}:{SHA_A}",
-        "--set", f"image.args.ASSET_DIGEST={SHA_A}",
-    ]  # fmt: skip
+def test_consuming_replaces_the_assets_stage_with_the_image_pinned_by_digest() -> None:
+    # Only the named context: no label argument, since no label may come from a variable.
+    pin = "sha256:" + "c" * 64
+    assert IMAGE.consume_args(pin) == ["--set", f"image.contexts.assets=docker-image://{REPO}:{SHA_A}@{pin}"]
 
 
 # ---- bake build --assets-image ------------------------------------------------------------------
@@ -271,11 +278,12 @@ def test_a_missing_image_is_published_first_then_consumed(
     project: Path, docker: FakeDocker, registry_repo: str
 ) -> None:
     docker.define({"image": image_target()})
-    assert run_build(project, ["image"], assets_image=registry_repo) == 0
     image = resolve(project, ["image"], registry_repo)
+    assert registry_digest(image.ref) is None
+    assert run_build(project, ["image"], assets_image=registry_repo) == 0
     assert bake_runs(docker) == [
         ["buildx", "bake", "image", *image.publish_args()],
-        ["buildx", "bake", "image", *image.consume_args()],
+        ["buildx", "bake", "image", *image.consume_args(registry_digest(image.ref))],
     ]
 
 
@@ -284,7 +292,7 @@ def test_a_present_image_is_only_consumed(project: Path, docker: FakeDocker, reg
     image = resolve(project, ["image"], registry_repo)
     push_manifest(image.ref)
     assert run_build(project, ["image"], assets_image=registry_repo) == 0
-    assert bake_runs(docker) == [["buildx", "bake", "image", *image.consume_args()]]
+    assert bake_runs(docker) == [["buildx", "bake", "image", *image.consume_args(registry_digest(image.ref))]]
 
 
 def test_a_failed_publish_builds_nothing_more(project: Path, docker: FakeDocker, registry_repo: str) -> None:
@@ -310,11 +318,11 @@ def test_the_cli_option_reaches_the_build(
     docker.define({"image": image_target()})
     digest = digest_of(project / "docker/assets.toml")
     push_manifest(f"{registry_repo}:{digest}")
+    pin = registry_digest(f"{registry_repo}:{digest}")
     monkeypatch.chdir(project)
     assert cli.main(["build", "--assets-image", registry_repo, "--", "image"]) == 0
-    assert bake_runs(docker)[-1][-4:] == [
-        "--set", f"image.contexts.assets=docker-image://{registry_repo}:{digest}",
-        "--set", f"image.args.ASSET_DIGEST={digest}",
+    assert bake_runs(docker)[-1][-2:] == [
+        "--set", f"image.contexts.assets=docker-image://{registry_repo}:{digest}@{pin}",
     ]  # fmt: skip
 
 

@@ -175,6 +175,46 @@ def test_prune(
     assert result.objects_kept == int(object_left)
 
 
+@pytest.mark.parametrize(
+    ("record", "staging", "left"),
+    [
+        pytest.param(PartialState(size=4, done=[(0, 2)]), False, True, id="known-size-kept"),
+        pytest.param(PartialState(size=None, done=[(0, 2)]), False, False, id="unknown-size-reclaimed"),
+        pytest.param(
+            PartialState(size=None, etag='"e"', done=[(0, 2)]), False, False, id="unknown-with-etag"
+        ),
+        pytest.param(None, False, False, id="no-record-reclaimed"),
+        pytest.param(PartialState(size=4, done=[(0, 2)]), True, True, id="staging-reclaimed"),
+    ],
+)
+def test_prune_reclaims_young_partials_no_fetch_could_resume(
+    tmp_path: Path, record: PartialState | None, staging: bool, left: bool
+) -> None:
+    """Unknown size, no record, a huggingface_hub staging: nobody holds the lock, so they go at any age."""
+    cache = Cache(tmp_path)
+    cache.ensure()
+    cache.partial_path(SHA_A).write_bytes(b"part")
+    if record is not None:
+        cache.save_state(SHA_A, record)
+    if staging:
+        (cache.staging_dir(SHA_A) / "blobs").mkdir(parents=True)
+        (cache.staging_dir(SHA_A) / "blobs" / "x.incomplete").write_bytes(b"x" * 8192)
+    result = prune(tmp_path, None, max_age_days=7)
+    assert cache.partial_path(SHA_A).exists() == left
+    assert not cache.staging_dir(SHA_A).exists()
+    assert result.bytes_freed >= (8192 if staging else 0) + (0 if left else 4)
+
+
+def test_commit_names_an_object_by_the_digest_it_was_hashed_to(tmp_path: Path) -> None:
+    """bake add learns a file's sha256: the partial keyed by its URL goes in under that digest."""
+    cache = Cache(tmp_path)
+    cache.ensure()
+    cache.partial_path(SHA_B).write_bytes(b"a")
+    cache.save_state(SHA_B, PartialState(size=1, done=[(0, 1)]))
+    assert cache.commit(SHA_B, SHA_A) == cache.object_path(SHA_A)
+    assert cache.object_path(SHA_A).read_bytes() == b"a" and list((tmp_path / "partial").iterdir()) == []
+
+
 def test_prune_skips_entries_in_use(tmp_path: Path) -> None:
     cache = Cache(tmp_path)
     cache.ensure()

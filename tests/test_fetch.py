@@ -197,6 +197,59 @@ def test_404_is_not_retried_and_names_everything(mirror: Mirror, tmp_path: Path)
     assert info.value.failures.keys() == {"vocab"}
 
 
+def what_to_do(message: str) -> list[str]:
+    """The advice lines under "what to do:", one action each."""
+    return [line.strip()[2:] for line in message.split("what to do:\n", 1)[1].splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("fault", "advice", "not_advice"),
+    [
+        pytest.param(http_error(404), "correct the URL in the manifest", "--attempts", id="404"),
+        pytest.param(http_error(503), "raise --attempts or --timeout", "correct the URL", id="flaky"),
+    ],
+)
+def test_what_to_do_fits_the_failure_and_is_whole(
+    mirror: Mirror, tmp_path: Path, fault, advice: str, not_advice: str
+) -> None:
+    """A 404 is not told to retry harder, and each action is a whole line (issue 17)."""
+    data = blob(10 * KIB)
+    mirror.add("/f.bin", data)
+    mirror.script("/f.bin", *[fault] * 5)
+    with pytest.raises(FetchFailed) as info:
+        fetch_one(make_asset(data, mirror.url("/f.bin")), tmp_path, attempts=2)
+    lines = what_to_do(str(info.value))
+    assert any(advice in line for line in lines), lines
+    assert not any(not_advice in line for line in lines), lines
+    assert all(line.endswith(("sha256", "REPLACEMENT", "manifest")) for line in lines), lines
+
+
+def test_fetch_without_a_hub_asset_loads_no_hub_code(mirror: Mirror, tmp_path: Path) -> None:
+    """`bake fetch` goes straight to the engine: no Hub downloader, no Hub adding, no huggingface_hub.
+
+    (bake.hub.layout still comes in through the CLI's import of seal, until the Hub joins the
+    consumer table.)
+    """
+    data = blob(10 * KIB)
+    mirror.add("/f.bin", data)
+    manifest = tmp_path / "assets.toml"
+    manifest.write_text(
+        f'[[asset]]\nname = "a"\npath = "d/a.bin"\nsha256 = "{hashlib.sha256(data).hexdigest()}"\n'
+        f'urls = ["{mirror.url("/f.bin")}"]\n'
+    )
+    code = (
+        "import sys; from bake import cli\n"
+        f"assert cli.main(['fetch', '--manifest', {str(manifest)!r}, '--dest', {str(tmp_path / 'd')!r}, "
+        f"'--cache-dir', {str(tmp_path / 'c')!r}, '-q']) == 0\n"
+        "hub = ('bake.hub.add', 'bake.hub.listing', 'bake.fetch.hub', 'huggingface_hub', 'httpx2')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(hub)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
 def test_persistent_5xx_gives_up_after_attempts(mirror: Mirror, tmp_path: Path) -> None:
     data = blob(10 * KIB)
     mirror.add("/f.bin", data)

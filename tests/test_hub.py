@@ -336,6 +336,21 @@ def test_add_resolves_the_branch_and_records_every_file(hub: LoopbackHub, env: d
     assert hub.stats().get("cdn bytes", 0) == before.get("cdn bytes", 0)
 
 
+def test_add_follows_the_paged_listing(hub: LoopbackHub, env: dict, tmp_path: Path) -> None:
+    """The tree listing comes a page at a time (1,000 entries on the Hub); every page is read, once."""
+    files = {f"d{i % 2}/f{i}.txt": b"%d\n" % i for i in range(5)}
+    hub.commit("org/paged", files)
+    hub.hostile("org/paged", page_size=2)  # honest answers, small pages
+    before = hub.stats()
+    manifest = tmp_path / "assets.toml"
+    add(manifest, env, "hf://org/paged")
+    (entry_,) = entries_of(manifest.read_text())
+    assert sorted(f.path for f in entry_.files) == sorted(files)
+    tree = [k for k in hub.stats() if k.startswith("hub GET /api/models/org/paged/tree/")]
+    pages = sum(hub.stats()[k] - before.get(k, 0) for k in tree)
+    assert pages == 4, "2 directories and 5 files, 2 entries a page: 4 pages, each asked for once"
+
+
 def test_add_with_patterns_a_commit_and_a_dataset(hub: LoopbackHub, env: dict, tmp_path: Path) -> None:
     manifest = tmp_path / "assets.toml"
     commit = hub.repos[("model", "org/tiny")]["refs"]["main"]
@@ -487,6 +502,24 @@ def test_the_token_reaches_the_hub_only_and_no_output(
     assert no_token.returncode == 3 and "HF_TOKEN" in no_token.stderr
 
 
+def test_a_hub_down_for_a_moment_is_retried_by_bakes_policy(
+    hub: LoopbackHub, env: dict, tmp_path: Path
+) -> None:
+    """huggingface_hub's own backoff never runs: a 503 is bake's to retry, within --attempts."""
+    hub.commit("org/flaky", {"config.json": CONFIG})
+    manifest = tmp_path / "assets.toml"
+    add(manifest, env, "hf://org/flaky")
+    set_downloader(manifest, "huggingface_hub")
+    hub.hostile("org/flaky", fail_first=2)
+    proc = fetch_and_seal(manifest, tmp_path / "dest", env, "--attempts", "3")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("HTTP 503") == 2 and "retrying in" in proc.stderr, proc.stderr
+    hub.hostile("org/flaky", fail_first=100)
+    cold = dict(env, XDG_CACHE_HOME=str(tmp_path / "cold"))
+    gone = fetch_and_seal(manifest, tmp_path / "dest2", cold, "--attempts", "2")
+    assert gone.returncode == 3 and "gave up after 2 attempts" in gone.stderr, gone.stderr
+
+
 def test_no_origin_counts_hf_endpoint_as_a_rewrite(pinned: Path, env: dict, tmp_path: Path) -> None:
     assert fetch_and_seal(pinned, tmp_path / "dest", env, "--no-origin").returncode == 0
     without = {k: v for k, v in env.items() if k != "HF_ENDPOINT"}
@@ -523,6 +556,15 @@ def test_the_downloader_benchmark_runs_both_ways(tmp_path: Path, monkeypatch: py
 
     times = hub_bench.measure(size_mib=2, runs=1, rate_mib=None)
     assert set(times) == {"bake", "huggingface_hub"} and all(len(t) == 1 and t[0] > 0 for t in times.values())
+
+
+def test_the_add_benchmark_runs_at_two_sizes() -> None:
+    """The measurement behind the scale figures (tests/hub_bench.py --add-scale), small."""
+    from tests import hub_bench
+
+    for lfs in (True, False):
+        times = hub_bench.measure_add([20, 60], lfs=lfs, runs=1)
+        assert set(times) == {20, 60} and all(len(t) == 1 and t[0] > 0 for t in times.values())
 
 
 def test_doctor_says_where_huggingface_hub_would_download(pinned: Path, env: dict, tmp_path: Path) -> None:

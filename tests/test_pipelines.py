@@ -1,11 +1,12 @@
-"""The CI pipelines cannot run here, so they are checked: linters, schemas, and their bake invocations.
+"""The CI pipelines cannot run here, so they are checked: linters, schemas, and what they invoke.
 
-- ``.github/workflows/assets.yml``: actionlint (with shellcheck on its scripts) and the GitHub
-  workflow schema; its docker/bake-action step, rebuilt as the action runs it, resolves with
-  ``docker buildx bake --print`` against a metadata-action bake file.
-- ``.buildkite/pipeline.yml``: ``check-jsonschema --builtin-schema vendor.buildkite``; each
-  ``bake build`` command's bake arguments resolve with ``docker buildx bake --print``.
-Each check is first shown to fail on a broken copy, so a pass means something.
+- ``.github/workflows/assets.yml`` and ``release.yml``: actionlint (shellcheck on their scripts)
+  and the GitHub workflow schema; ``.buildkite/pipeline.yml``: the Buildkite schema.
+- The flow is vLLM's: a CPU step publishes and runs ``bake pin --check``, vLLM's wrapper runs
+  unchanged, a GPU step runs ``bake.testing``. Every ``bake`` command line parses with bake's
+  own parser; every wrapper target resolves with ``docker buildx bake --print`` in the stand-in
+  (docker/examples/vllm). Required variables fail clearly when unset; no host is a placeholder.
+Each linter is first shown to fail on a broken copy, so a pass means something.
 """
 
 from __future__ import annotations
@@ -22,14 +23,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bake import cli
 from tests.image import fail_or_skip
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW = REPO / ".github/workflows/assets.yml"
+RELEASE = REPO / ".github/workflows/release.yml"
 PIPELINE = REPO / ".buildkite/pipeline.yml"
-DIGEST = "a" * 64
-ASSETS_REF = f"ghcr.io/example/bake-assets:{DIGEST}"
-META_TAGS = ["ghcr.io/example/bake-rocm:pr-7", "ghcr.io/example/bake-rocm:sha-1234567"]
+STANDIN = REPO / "docker/examples/vllm"
+WRAPPER = ".buildkite/scripts/ci-bake-rocm.sh"
+REQUIRED = ["BAKE_PACKAGE", "BAKE_ASSETS_REPO", "BAKE_RUNTIME_REPO"]
 
 
 def tool(name: str) -> str:
@@ -63,23 +66,52 @@ def schema(name: str, path: Path) -> subprocess.CompletedProcess[str]:
     return run(tool("check-jsonschema"), "--builtin-schema", name, str(path))
 
 
-def test_workflow_passes_actionlint() -> None:
-    proc = actionlint(WORKFLOW)
+def workflow(path: Path = WORKFLOW) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def pipeline() -> dict:
+    return yaml.safe_load(PIPELINE.read_text())
+
+
+def scripts() -> dict[str, str]:
+    """Every shell script the pipelines run, by where it is: workflow steps and Buildkite commands."""
+    found = {}
+    for name, job in workflow()["jobs"].items():
+        for number, step in enumerate(job["steps"]):
+            if "run" in step:
+                found[f"assets.yml {name}#{number}"] = step["run"]
+    for step in pipeline()["steps"]:
+        # Buildkite reads $$ as a literal $ for the agent's shell.
+        found[f"pipeline.yml {step['key']}"] = str(step["command"]).replace("$$", "$")
+    return found
+
+
+# ---- linters and schemas --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [WORKFLOW, RELEASE], ids=["assets", "release"])
+def test_workflow_passes_actionlint(path: Path) -> None:
+    proc = actionlint(path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_actionlint_catches_a_broken_workflow(tmp_path: Path) -> None:
     broken = tmp_path / ".github/workflows/assets.yml"
     broken.parent.mkdir(parents=True)
-    broken.write_text(WORKFLOW.read_text().replace("steps.assets.outputs.ref", "steps.asets.outputs.ref"))
+    broken.write_text(WORKFLOW.read_text().replace("needs: pins", "needs: pinz"))
     proc = actionlint(broken)
-    assert proc.returncode == 1 and "asets" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "pinz" in proc.stdout, proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize(
     ("name", "path"),
-    [("vendor.github-workflows", WORKFLOW), ("vendor.buildkite", PIPELINE)],
-    ids=["gha", "buildkite"],
+    [
+        ("vendor.github-workflows", WORKFLOW),
+        ("vendor.github-workflows", RELEASE),
+        ("vendor.buildkite", PIPELINE),
+    ],
+    ids=["assets", "release", "buildkite"],
 )
 def test_pipeline_passes_its_schema(name: str, path: Path) -> None:
     proc = schema(name, path)
@@ -87,12 +119,48 @@ def test_pipeline_passes_its_schema(name: str, path: Path) -> None:
 
 
 def test_buildkite_schema_catches_a_broken_pipeline(tmp_path: Path) -> None:
-    doc = yaml.safe_load(PIPELINE.read_text())
-    doc["steps"][1]["depends_on"] = {"step": ["image"]}
+    doc = pipeline()
+    doc["steps"][1]["depends_on"] = {"step": ["bake-pins"]}
     broken = tmp_path / "pipeline.yml"
     broken.write_text(yaml.safe_dump(doc))
     proc = schema("vendor.buildkite", broken)
     assert proc.returncode == 1, proc.stdout + proc.stderr
+
+
+# ---- vLLM's flow ------------------------------------------------------------------------------
+
+
+def test_the_flow_is_publish_and_pin_check_then_the_wrapper_then_bake_testing() -> None:
+    steps = {step["key"]: step for step in pipeline()["steps"]}
+    assert "bake pin --check" in steps["bake-pins"]["command"]
+    assert steps["ci-base"]["depends_on"] == "bake-pins" and steps["bake-testing"]["depends_on"] == "ci-base"
+    assert "pytest --pyargs bake.testing --bake-image" in steps["bake-testing"]["command"]
+    jobs = workflow()["jobs"]
+    assert [jobs[j].get("needs") for j in ("pins", "ci-base", "bake-testing")] == [
+        "settings",
+        "pins",
+        "ci-base",
+    ]
+    assert any("bake.testing" in step.get("run", "") for step in jobs["bake-testing"]["steps"])
+
+
+def wrapper_targets() -> list[str]:
+    """The targets the pipelines build; vLLM's wrapper is called bare: no -f file, no variable of bake's."""
+    targets = []
+    for where, script in scripts().items():
+        for line in script.splitlines():
+            if WRAPPER in line:
+                words = shlex.split(line)
+                assert words[:1] == [WRAPPER] and len(words) == 2, (
+                    f"{where}: {line!r} changes the wrapper's call"
+                )
+                targets.append(words[1])
+    return targets
+
+
+def test_the_pipelines_call_the_wrapper_unchanged() -> None:
+    assert sorted(set(wrapper_targets())) == ["ci-base-rocm-ci-with-deps", "test-rocm-ci-with-artifacts"]
+    assert (STANDIN / WRAPPER).is_file()
 
 
 @pytest.fixture(scope="module")
@@ -102,79 +170,95 @@ def buildx() -> None:
         fail_or_skip("docker buildx is not installed; run scripts/toolchain.sh up")
 
 
-def printed(args: list[str], env: dict | None = None) -> dict:
-    proc = run("docker", "buildx", "bake", *args, "--print", env=env)
-    assert proc.returncode == 0, f"docker buildx bake {shlex.join(args)} --print: {proc.stderr[-3000:]}"
-    return json.loads(proc.stdout)["target"]
+@pytest.mark.parametrize("target", sorted(set(wrapper_targets())))
+def test_each_wrapper_target_resolves_in_the_standin(buildx: None, target: str) -> None:
+    files = ["-f", "docker/docker-bake-rocm.hcl", "-f", "docker/ci-rocm.hcl"]
+    proc = run("docker", "buildx", "bake", *files, "--print", target, cwd=STANDIN)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    resolved = json.loads(proc.stdout)["target"]
+    assert resolved, f"{target} resolves to no target"
+    if target.startswith("ci-base"):
+        assert resolved["ci-base-rocm-ci"]["target"] == "ci_base"
 
 
-def workflow_steps() -> list[dict]:
-    (job,) = yaml.safe_load(WORKFLOW.read_text())["jobs"].values()
-    return job["steps"]
-
-
-def test_workflow_uses_the_docker_actions_and_the_hub_secret() -> None:
-    uses = {s["uses"].split("@")[0] for s in workflow_steps() if "uses" in s}
-    assert {"docker/setup-buildx-action", "docker/bake-action", "docker/metadata-action"} <= uses
-    publish = next(s for s in workflow_steps() if s.get("id") == "assets")
-    assert publish["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
-    assert 'echo "ref=' in publish["run"] and "bake build --assets-image" in publish["run"]
-
-
-def test_workflow_publish_step_resolves(buildx: None) -> None:
-    publish = next(s for s in workflow_steps() if s.get("id") == "assets")
-    line = next(x for x in publish["run"].splitlines() if x.startswith("bake build --assets-image"))
-    bake_args = shlex.split(line)[shlex.split(line).index("--") + 1 :]
-    targets = printed(bake_args, env={"HF_TOKEN": "hf_dummy"})
-    assert targets["assets"]["target"] == "assets"
-    assert {"id": "hf_token", "env": "HF_TOKEN"} in targets["assets"]["secret"]
-
-
-def test_workflow_bake_action_step_resolves_with_the_assets_ref(buildx: None, tmp_path: Path) -> None:
-    """Rebuild the command docker/bake-action runs (default Git context: files read in the repo)."""
-    step = next(s for s in workflow_steps() if s.get("uses", "").startswith("docker/bake-action@"))
-    assert "source" not in step["with"]  # the default Git context: the supported way is named contexts
-    meta = tmp_path / "docker-metadata-action-bake.json"
-    meta.write_text(json.dumps({"target": {"docker-metadata-action": {"tags": META_TAGS, "labels": {}}}}))
-    outputs = {
-        "steps.meta.outputs.bake-file": str(meta),
-        "steps.assets.outputs.ref": ASSETS_REF,
-        "steps.assets.outputs.digest": DIGEST,
-    }
-
-    def expand(text: str) -> str:
-        return re.sub(r"\$\{\{\s*([^}]+?)\s*\}\}", lambda m: outputs[m.group(1)], text)
-
-    args = []
-    for line in step["with"]["files"].splitlines():
-        args += ["-f", expand(line.strip()).removeprefix("cwd://")]
-    for line in step["with"]["set"].splitlines():
-        args += ["--set", expand(line.strip())]
-    image = printed([*args, step["with"]["targets"]])["image"]
-    assert image["contexts"] == {"assets": f"docker-image://{ASSETS_REF}"}
-    assert image["args"]["ASSET_DIGEST"] == DIGEST
-    assert image["tags"] == META_TAGS
-    assert image["target"] == "image"
-
-
-def buildkite_bake_args() -> list[list[str]]:
-    """The bake arguments of every `bake build` line in the pipeline, with its env expanded."""
-    doc = yaml.safe_load(PIPELINE.read_text())
-    env = {**doc["env"], "BUILDKITE_COMMIT": "0123abc"}
-    env["IMAGE"] = env["IMAGE"].replace("${BUILDKITE_COMMIT}", env["BUILDKITE_COMMIT"])
+def bake_lines() -> list[tuple[str, list[str]]]:
+    """Each `bake …` command line of the pipelines, its variables replaced by sample values."""
+    samples = {"BAKE_MANIFEST": "docker/bake-assets.toml", "HF_TOKEN": "hf_x"}
     found = []
-    for step in doc["steps"]:
-        for line in str(step.get("command", "")).splitlines():
-            if line.startswith("bake build"):
-                line = re.sub(r"\$\$([A-Z_]+)", lambda m: env[m.group(1)], line)
-                words = shlex.split(line)
-                found.append(words[words.index("--") + 1 :])
+    for where, script in scripts().items():
+        for line in script.splitlines():
+            if line.strip().startswith("bake "):
+                line = re.sub(
+                    r"\$\{?(\w+)\}?",
+                    lambda m: samples.get(m.group(1), f"registry.test/{m.group(1).lower()}"),
+                    line,
+                )
+                found.append((where, shlex.split(line)[1:]))
     return found
 
 
-def test_buildkite_bake_invocation_resolves(buildx: None) -> None:
-    (args,) = buildkite_bake_args()
-    image = printed(args, env={"HF_TOKEN": "hf_dummy"})["image"]
-    assert image["tags"] == ["registry.example.internal/rocm-ci/bake:0123abc"]
-    assert image["output"] == [{"type": "registry"}]
+@pytest.mark.parametrize(
+    ("where", "args"), bake_lines(), ids=[f"{w}: {' '.join(a[:2])}" for w, a in bake_lines()]
+)
+def test_each_bake_command_line_parses(where: str, args: list[str]) -> None:
+    parsed = cli.build_parser().parse_args(args)
+    assert parsed.command in ("publish", "pin"), f"{where}: {args}"
+    if parsed.command == "pin":
+        assert parsed.check and [str(p) for p in parsed.dockerfiles] == ["docker/Dockerfile.rocm"]
+
+
+# ---- settings that must be set, and nothing that is a placeholder ---------------------------------
+
+
+def test_buildkite_fails_the_upload_naming_each_missing_variable() -> None:
+    text = PIPELINE.read_text()
+    required = dict(re.findall(r"\$\{(\w+)\?([^}]*)\}", text))
+    for name in [*REQUIRED, "BAKE_CPU_QUEUE", "BAKE_BUILD_QUEUE", "BAKE_GPU_QUEUE"]:
+        assert required.get(name, "").startswith(f"set {name} to "), f"{name} is not required with a message"
+
+
+@pytest.mark.parametrize("unset", ["BAKE_PACKAGE", "BAKE_GPU_RUNNER"])
+def test_the_workflow_settings_job_fails_naming_each_missing_variable(unset: str) -> None:
+    (step,) = workflow()["jobs"]["settings"]["steps"]
+    names = re.findall(r"^\s*check (\w+) ", step["run"], re.MULTILINE)
+    assert set(REQUIRED) <= set(names)
+    env = {name: f"value-of-{name}" for name in names}
+    assert run("bash", "-e", "-c", step["run"], env=env).returncode == 0
+    proc = run("bash", "-e", "-c", step["run"], env={**env, unset: ""})
+    assert proc.returncode == 1 and f"repository variable {unset} is not set" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("path", [WORKFLOW, RELEASE, PIPELINE], ids=["assets", "release", "buildkite"])
+def test_no_placeholder_host(path: Path) -> None:
+    assert not re.search(r"example\.(com|org|internal)|\.example\b|registry\.example", path.read_text())
+
+
+# ---- the release ---------------------------------------------------------------------------------
+
+
+def test_release_builds_tests_on_every_python_then_publishes_with_trusted_publishing() -> None:
+    doc = workflow(RELEASE)
+    on = doc.get("on", doc.get(True))  # YAML 1.1 reads the bare key `on` as True
+    assert on == {"push": {"tags": ["v*"]}}
+    jobs = doc["jobs"]
+    assert jobs["test"]["needs"] == "build" and jobs["publish"]["needs"] == "test"
+    assert jobs["test"]["strategy"]["matrix"]["python"] == ["3.10", "3.11", "3.12", "3.13"]
+    assert jobs["publish"]["permissions"] == {"id-token": "write"}
+    assert any(s.get("uses", "").startswith("pypa/gh-action-pypi-publish@") for s in jobs["publish"]["steps"])
+    assert not any("password" in json.dumps(s) for s in jobs["publish"]["steps"]), (
+        "trusted publishing: no token"
+    )
+
+
+def test_the_ci_override_example_requires_its_registry(buildx: None) -> None:
+    """docker/bake-ci.hcl names no placeholder registry: unset, it fails saying what to set."""
+    files = ["-f", "docker-bake.hcl", "-f", "docker/bake-ci.hcl"]
+    unset = run("docker", "buildx", "bake", *files, "--print", "image", env={"CI_REGISTRY": ""})
+    assert unset.returncode != 0 and "Set CI_REGISTRY" in unset.stderr, unset.stderr
+    proc = run(
+        "docker", "buildx", "bake", *files, "--print", "image", env={"CI_REGISTRY": "127.0.0.1:5000/ci"}
+    )
+    assert proc.returncode == 0, proc.stderr
+    image = json.loads(proc.stdout)["target"]["image"]
+    assert image["cache-from"] == [{"type": "registry", "ref": "127.0.0.1:5000/ci/bake-cache:main"}]
     assert {"id": "hf_token", "env": "HF_TOKEN"} in image["secret"]

@@ -25,6 +25,7 @@ def record(*, cached: bool = False, nbytes: int = 60 * MIB, source: str = "https
         seconds=12.34,
         attempts=0 if cached else 2,
         cached=cached,
+        sha256="0" * 64,
     )
 
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,10 +28,12 @@ from tests.baked import DECLARED, FILES, serve, sha256, write_manifest
 from tests.image import fail_or_skip
 from tests.mirror import Mirror
 from tests.pod import expectations, run_pod
+from tests.registries import REGISTRY, remove_images_named
 from tests.serve import SHELLS, resolved
 
 REPO = Path(__file__).resolve().parents[1]
 PY310 = "3.10.13"
+STANDIN = "local/rocm-standin:bookworm"
 # What a plain install may bring: bake-assets, its one dependency, and what venv seeds.
 RUNTIME = {"bake-assets", "tomlkit", "pip", "setuptools", "wheel"}
 
@@ -186,10 +191,29 @@ def test_loopback_fetch_verify_seal_and_serve(installed: Install, mirror: Mirror
     assert pod.returncode == 0, pod.stderr
 
 
-def test_readme_install_line_is_the_distribution() -> None:
+def _install_section() -> str:
+    readme = (REPO / "README.md").read_text()
+    return readme.split("## Install", 1)[1].split("\n## ", 1)[0]
+
+
+def test_readme_installs_only_what_works_today() -> None:
+    """Until a release exists, the README's install commands use a checkout or a built wheel."""
     name = re.search(r'^name = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.MULTILINE)
     assert name and name.group(1) == "bake-assets"
-    assert f"pip install {name.group(1)}" in (REPO / "README.md").read_text()
+    section = _install_section()
+    commands = [
+        line.split("#", 1)[0].strip()
+        for block in re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
+        for line in block.splitlines()
+    ]
+    installs = [c for c in commands if re.match(r"(pip|pipx|python3? -m pip) install ", c)]
+    assert installs, "the Install section shows no install command"
+    for command in installs:
+        target = shlex.split(command)[-1]
+        assert target.startswith((".", "dist/")), f"{command!r} installs from an index, where bake is not yet"
+    assert "python -m build" in section
+    # What the first release changes is said, in prose.
+    assert re.search(r"first release.*`pip install bake-assets`", section, re.DOTALL), section
 
 
 @pytest.mark.parametrize("arg", ["BASE_IMAGE", "FETCH_IMAGE"])
@@ -198,3 +222,61 @@ def test_readme_shows_the_dockerfile_default(arg: str) -> None:
     default = re.search(rf"^ARG {arg}=(\S+)$", (REPO / "docker" / "Dockerfile").read_text(), re.MULTILINE)
     assert default, f"docker/Dockerfile has no default for {arg}"
     assert f"| `{arg}` | `{default.group(1)}` |" in (REPO / "docs" / "building.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def with_registry_extra(
+    dist: dict[str, Path], python310: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Install:
+    """The wheel with its [registry] extra (the docker SDK), in a fresh Python 3.10 venv."""
+    root = tmp_path_factory.mktemp("registry-extra")
+    _run(python310, "-m", "venv", root / "venv")
+    python = root / "venv" / "bin" / "python"
+    _run(python, "-m", "pip", "install", "--quiet", f"{dist['wheel']}[registry]", timeout=600)
+    return Install(root / "venv" / "bin", python)
+
+
+@pytest.fixture
+def release_repo(engine: None) -> Iterator[str]:
+    """A repository of this test's own; the engine's copy of what is pushed there goes afterwards."""
+    run_id = f"release-{uuid.uuid4().hex[:12]}"
+    yield f"{REGISTRY}/bake-test/{run_id}"
+    remove_images_named(run_id)
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(900)
+def test_publish_and_pin_from_the_wheel_in_a_directory_that_is_no_checkout(
+    with_registry_extra: Install, release_repo: str, mirror: Mirror, tmp_path: Path
+) -> None:
+    """What a pip-only user runs: publish the assets image, then pin a Dockerfile to it, on loopback."""
+    write_manifest(tmp_path / "assets.toml")
+    mirrors = [arg.removeprefix("--mirror=") for arg in serve(mirror) if arg.startswith("--mirror=")]
+    repo = release_repo
+    env = {"ASSET_MIRRORS": " ".join(mirrors), "BAKE_FETCH_ARGS": "--no-origin", "FETCH_IMAGE": STANDIN}
+    if "DOCKER_HOST" in os.environ:
+        env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
+    assert not (tmp_path / "bake").exists() and not (tmp_path / "docker").exists()
+
+    def bake_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(with_registry_extra.bin / "bake"), *args], cwd=tmp_path, capture_output=True, text=True,
+            timeout=600, env={"PATH": f"{with_registry_extra.bin}:/usr/local/bin:/usr/bin:/bin",
+                              "HOME": str(tmp_path), **env},
+        )  # fmt: skip
+
+    selection = ["--manifest", "assets.toml", "--repository", repo, "--group", "vllm"]
+    published = bake_cli("publish", *selection, "--", "--network=host", "--allow=network.host")
+    assert published.returncode == 0, published.stderr[-4000:]
+    digest = bake_cli("manifest", "digest", "--manifest", "assets.toml", "--group", "vllm").stdout.strip()
+    (line,) = published.stdout.splitlines()
+    assert re.fullmatch(rf"{re.escape(repo)}:{digest}@sha256:[0-9a-f]{{64}}", line), line
+
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(f"FROM scratch AS ci_base\nCOPY --link --from={repo} / /\n")
+    stale = bake_cli("pin", "--check", *selection, "Dockerfile")
+    assert stale.returncode == 1 and f"Dockerfile:2: {repo} → {line}" in stale.stderr, stale.stderr
+    pinned = bake_cli("pin", *selection, "Dockerfile")
+    assert pinned.returncode == 0, pinned.stderr
+    assert dockerfile.read_text() == f"FROM scratch AS ci_base\nCOPY --link --from={line} / /\n"
+    assert bake_cli("pin", "--check", *selection, "Dockerfile").returncode == 0

@@ -14,8 +14,13 @@ The package reads top-down; each module imports only those below it:
 - ``clock``, ``retry``: the deadline, stall timeout and cancel; the retry policy.
 - ``sources``, ``transport``, ``session``: URLs made concrete; HTTP(S); what a run shares.
 - ``partial``, ``transfer``, ``attempt``: the cache's partial file; the segmented transfer; one HTTP try.
+- ``local``, ``hub`` (with ``hubclient``): one try at a ``file://`` source; one try through
+  huggingface_hub's downloader, for a ``[[hub]]`` entry that asks for it (loaded only then).
 - ``install``, ``progress``: staging and rename into the destination; progress sinks.
 - ``job``: one asset, orchestrating the above; this module runs the jobs of a run.
+
+A file of unknown size is bounded by ``--max-size`` and ``--min-free``; every object enters
+the cache through ``Cache.commit`` once its bytes were hashed.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ __all__ = [
     "candidate_urls",
     "default_deadline",
     "fetch_assets",
+    "fetch_to_cache",
     "parse_mirrors",
     "process_started",
 ]
@@ -58,11 +64,28 @@ def fetch_assets(
 
     Returns one FetchRecord per asset, in input order. Every asset that can be
     fetched is installed even when others fail; then FetchFailed is raised,
-    naming each failed asset with every source tried. UsageError/ManifestError
+    naming each failed asset with every source tried, and the directories the
+    run made under ``dest`` that stayed empty are taken back. UsageError/ManifestError
     come before any network traffic; NoSpaceError failures are among
     FetchFailed's. Ctrl-C stops all transfers, keeps their partials, and
     re-raises KeyboardInterrupt.
     """
+    return _fetch(assets, Path(dest), options, progress)
+
+
+def fetch_to_cache(assets: Sequence[Asset], options: FetchOptions) -> list[FetchRecord]:
+    """Fetch and verify ``assets`` into the cache only; return their records (``bake add``).
+
+    With ``options.unknown_sha256``, each asset's sha256 is only the key of its partial:
+    the object is committed under the digest of what arrived, which its record gives.
+    Raises as ``fetch_assets``.
+    """
+    return _fetch(assets, None, options, None)
+
+
+def _fetch(
+    assets: Sequence[Asset], dest: Path | None, options: FetchOptions, progress: Progress | None
+) -> list[FetchRecord]:
     if options.connections < 1 or options.attempts < 1 or options.jobs < 1:
         raise UsageError("connections, attempts and jobs must each be at least 1")
     if options.timeout <= 0 or (options.deadline is not None and options.deadline <= 0):
@@ -73,15 +96,22 @@ def fetch_assets(
         session.ssl_context()  # a bad CA bundle is a usage error, reported before anything is made
     cache = Cache(options.cache_dir)
     cache.ensure()
-    dest = Path(dest)
-    install.make_dest(dest)
+    where = None
+    if dest is not None:
+        where = (dest, install.DestDirs(dest))
+        install.make_dest(dest, where[1])
     # The backoff is read from this module at call time, so a test can shorten it here.
     retry = RetryPolicy(options.attempts, backoff_base=BACKOFF_BASE, backoff_cap=BACKOFF_CAP)
     sink = progress or Progress()
-    jobs = [AssetJob(asset, urls, dest, cache, session, sink, retry) for asset, urls in plans]
-    for job in jobs[: options.jobs]:  # these begin with the run; the others when a worker frees up
-        job.since = options.started
-    return _run_all(jobs, session, options.jobs)
+    try:
+        jobs = [AssetJob(asset, urls, where, cache, session, sink, retry) for asset, urls in plans]
+        for job in jobs[: options.jobs]:  # these begin with the run; the others when a worker frees up
+            job.since = options.started
+        return _run_all(jobs, session, options.jobs)
+    except BaseException:
+        if where is not None:
+            where[1].take_back()  # a failed run leaves --dest as it found it
+        raise
 
 
 def _run_all(jobs: list[AssetJob], session: Session, workers: int) -> list[FetchRecord]:

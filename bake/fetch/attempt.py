@@ -200,6 +200,15 @@ class HttpAttempt(Attempt):
         """Turn the probe's answer into a transfer: a 206 over several connections, a 200 over one."""
         found = Validators.of(resp)
         self.encoding = _content_encoding(resp)
+        if self.encoding and self.session.options.unknown_sha256:
+            # No hash can tell encoded bytes from the file here (bake add is learning the hash), and
+            # bake fetch would verify the bytes as stored: pin nothing rather than the wrong bytes.
+            raise DownloadError(
+                f"{self.shown} sent the file with Content-Encoding: {self.encoding}, although bake asked "
+                "for identity; bake add pins the bytes as the server stores them, which bake fetch then "
+                "verifies: serve the file as stored, or add it from another mirror (not retried)",
+                retryable=False,
+            )
         if resp.status == 206:
             total = check_content_range(resp, self.source.url, start, probe_end, None)
             self._check_size(total)
@@ -279,13 +288,17 @@ class HttpAttempt(Attempt):
         return total
 
     def _check_size(self, total: int) -> None:
-        """check_size, naming a Content-Encoding the server applied unasked: compressed bytes never fit."""
+        """check_size, naming a Content-Encoding the server applied unasked: compressed bytes never fit.
+
+        A file of unknown size must also fit under --max-size.
+        """
         try:
             check_size(self.asset, self.source.url, total)
         except DownloadError as exc:
             if self.encoding:
                 raise DownloadError(f"{exc}; {encoding_note(self.encoding)}", retryable=False) from None
             raise
+        self.partial.check_claim(total, self.shown)
 
     def _watchdog(self, transfer: Transfer) -> threading.Timer | None:
         """Cut the transfer when the deadline passes: socket timeouts bound each recv, not a read.

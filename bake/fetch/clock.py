@@ -14,6 +14,7 @@ from bake.fetch.failures import Cancelled, DeadlineExceeded
 DEADLINE_FLOOR = 30 * 60.0
 DEADLINE_RATE = 512 * 1024  # bytes per second
 DEADLINE_UNSIZED = 2 * 60 * 60.0
+DEADLINE_RULE = "max(30 min, size / 512 KiB/s); 2 h for an unknown size"  # default_deadline, in words
 
 
 def process_started() -> float:
@@ -78,8 +79,8 @@ class Clock:
     def deadline_error(self, doing: str) -> DeadlineExceeded:
         if self.default:
             return DeadlineExceeded(
-                f"asset {self.asset_name!r}: the default deadline of {self.budget:g} s (max(30 min, "
-                f"size / 512 KiB/s); 2 h for an unknown size) passed while {doing}; "
+                f"asset {self.asset_name!r}: the default deadline of {self.budget:g} s ({DEADLINE_RULE}) "
+                f"passed while {doing}; "
                 "give a longer --deadline, or use a faster mirror"
             )
         return DeadlineExceeded(

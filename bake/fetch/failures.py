@@ -31,6 +31,25 @@ class DeadlineExceeded(DownloadError):
         super().__init__(message, retryable=False)
 
 
+class DiskBound(DownloadError):
+    """A download of unknown size reached --max-size, or would leave less than --min-free on its disk.
+
+    Its bytes are no use (the file is larger than allowed, or the disk is needed), so the job
+    throws the partial away. ``disk`` is True for the reserve: no other source could do better.
+    """
+
+    def __init__(self, message: str, *, disk: bool) -> None:
+        super().__init__(message, retryable=False)
+        self.disk = disk
+
+
+class GaveUp(DownloadError):
+    """A source failed ``--attempts`` times in a row without progress: the network, most likely."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
 class Cancelled(Exception):
     """The run was interrupted (Ctrl-C); partials stay in the cache."""
 

@@ -1,6 +1,8 @@
 """Putting a verified cache object at its destination: a staging file next to the target, fsync, rename.
 
-Same filesystem: a hard link, which costs no copy. Otherwise an in-kernel copy.
+Same filesystem: a hard link, which costs no copy. Otherwise an in-kernel copy. A target's
+directories are made only when its file is ready to go in, and a run that fails takes back
+the ones it made that stayed empty, so a failed fetch leaves ``--dest`` as it found it.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import errno
 import logging
 import os
 import stat
+import threading
 from pathlib import Path, PurePosixPath
 
 from bake import atomic
@@ -22,7 +25,51 @@ log = logging.getLogger(__name__)
 _NO_LINK = (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.EACCES)  # then copy
 
 
-def make_dest(dest: Path) -> None:
+class DestDirs:
+    """The directories this run made under (and for) ``--dest``, so that a failed run can take them back."""
+
+    def __init__(self, dest: Path) -> None:
+        self.dest = dest
+        self.made: list[Path] = []
+        self.lock = threading.Lock()  # jobs make directories from several threads
+
+    def make(self, directory: Path) -> None:
+        """``mkdir -p directory``, noting each level it created. Raises OSError as mkdir does."""
+        missing = []
+        while not os.path.lexists(directory):
+            missing.append(directory)
+            directory = directory.parent
+        for level in reversed(missing):
+            try:
+                level.mkdir()
+            except FileExistsError:
+                continue  # another job (or process) made it first: not ours to take back
+            with self.lock:
+                self.made.append(level)
+
+    def take_back(self) -> None:
+        """Remove the directories this run made that are still empty, deepest first."""
+        with self.lock:
+            made, self.made = self.made, []
+        for directory in reversed(made):
+            try:
+                directory.rmdir()
+            except OSError:
+                pass  # it holds something now (a verified asset, another run's file): it stays
+
+    def make_for(self, target: Path, asset: Asset) -> None:
+        """Make ``target``'s directory; refuse one a symlink in --dest carries outside (FetchError)."""
+        check_inside(self.dest, target, asset)
+        try:
+            self.make(target.parent)
+        except OSError as exc:
+            raise FetchError(
+                f"asset {asset.name!r}: cannot create {target.parent}: {exc.strerror or exc}; check --dest"
+            ) from None
+        check_inside(self.dest, target, asset)  # a link planted while we made the directories
+
+
+def make_dest(dest: Path, dirs: DestDirs) -> None:
     """Make ``dest`` a directory. Raises UsageError naming what stands in the way (exit 2).
 
     A link that leads nowhere, a loop of links, a file on the way: each is
@@ -30,8 +77,11 @@ def make_dest(dest: Path) -> None:
     """
     try:
         with atomic.no_space_as_error(f"--dest {dest}", dest, 0, NO_SPACE_ADVICE):
-            dest.mkdir(parents=True, exist_ok=True)
-        return
+            dirs.make(dest)
+            os.stat(dest)  # a dangling link or a loop of links says so here
+        if dest.is_dir():
+            return
+        reason = "not a directory"
     except OSError as exc:
         reason = exc.strerror or str(exc)
     if dest.is_symlink():
@@ -46,9 +96,8 @@ def make_dest(dest: Path) -> None:
     raise UsageError(f"--dest {dest}: cannot create it ({reason}); point --dest at a writable directory")
 
 
-def target_path(dest: Path, asset: Asset) -> Path:
-    """Return the asset's path under ``dest``, its directory made; refuses one a symlink carries outside."""
-    target = dest.joinpath(*PurePosixPath(asset.path).parts)
+def check_inside(dest: Path, target: Path, asset: Asset) -> None:
+    """Raise FetchError when a symlink under ``dest`` would carry ``target`` outside it."""
     root = os.path.realpath(dest)
     parent = os.path.realpath(target.parent)
     if parent != root and not parent.startswith(root + os.sep):
@@ -56,12 +105,12 @@ def target_path(dest: Path, asset: Asset) -> Path:
             f"asset {asset.name!r}: {target} would land in {parent}, outside --dest {root}, "
             "through a symlink; remove that link from the destination"
         )
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise FetchError(
-            f"asset {asset.name!r}: cannot create {target.parent}: {exc.strerror or exc}; check --dest"
-        ) from None
+
+
+def target_path(dest: Path, asset: Asset) -> Path:
+    """Return the asset's path under ``dest``; refuses one a symlink carries outside. Makes nothing."""
+    target = dest.joinpath(*PurePosixPath(asset.path).parts)
+    check_inside(dest, target, asset)
     return target
 
 
@@ -85,12 +134,13 @@ def already_installed(target: Path, asset: Asset) -> bool:
     return False
 
 
-def install(obj: Path, target: Path, asset: Asset, *, verify: bool) -> bool:
+def install(obj: Path, target: Path, asset: Asset, dirs: DestDirs, *, verify: bool) -> bool:
     """Put ``obj`` at ``target`` through a staging file next to it: (verify,) fsync, rename, fsync the dir.
 
     Returns False, leaving nothing behind, when ``verify`` finds a mismatch.
     Raises NoSpaceError when the disk is full, FetchError for other failures.
     """
+    dirs.make_for(target, asset)
     atomic.clear_stale_staging(target)
     try:
         with (

@@ -7,6 +7,7 @@ the segmented transfer, and the install.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
@@ -18,27 +19,33 @@ from bake.errors import ChecksumMismatch, DownloadError, FetchError
 from bake.fetch import install
 from bake.fetch.attempt import Attempt, AttemptHooks, HttpAttempt, encoding_note
 from bake.fetch.clock import Clock
-from bake.fetch.failures import NO_SPACE_ADVICE, BadRange, Changed, DeadlineExceeded
+from bake.fetch.failures import NO_SPACE_ADVICE, BadRange, Changed, DeadlineExceeded, DiskBound, GaveUp
 from bake.fetch.local import FileAttempt
-from bake.fetch.options import FetchRecord
-from bake.fetch.partial import PartialFile
+from bake.fetch.options import FetchOptions, FetchRecord
+from bake.fetch.partial import DiskBounds, PartialFile
 from bake.fetch.progress import Progress
 from bake.fetch.retry import RetryPolicy
 from bake.fetch.session import Session
-from bake.fetch.sources import Source, resolve_source
+from bake.fetch.sources import Source, candidate_urls, resolve_source
+from bake.hashes import file_matches
 from bake.manifest import Asset, redact_url
 
 log = logging.getLogger(__name__)
 
 
 class AssetJob:
-    """Everything about fetching one asset in this run."""
+    """Everything about fetching one asset in this run.
+
+    ``dest`` None fetches into the cache only (``bake add``). With ``options.unknown_sha256``
+    the asset's sha256 is only the key of its partial, and the object is committed under the
+    digest of the bytes that arrived (``FetchRecord.sha256``).
+    """
 
     def __init__(
         self,
         asset: Asset,
         urls: list[str],
-        dest: Path,
+        dest: tuple[Path, install.DestDirs] | None,
         cache: Cache,
         session: Session,
         progress: Progress,
@@ -60,7 +67,12 @@ class AssetJob:
             cancel=session.cancel,
             size=asset.size,
         )
-        self.partial = PartialFile(cache, asset.sha256, asset.name)
+        # Only a size the manifest vouches for bounds a download; without one, the options do.
+        bounds = None if asset.size is not None else DiskBounds(self.options.max_size, self.options.min_free)
+        self.partial = PartialFile(cache, asset.sha256, asset.name, bounds)
+        self.proofs = other_files(
+            asset, self.options
+        )  # a Hub blob's further paths, each proven at its source
         self.since: float | None = None  # when its clock starts, if not when it begins: see fetch_assets
         self.lock = threading.Lock()  # guards requests, counted from several connections
         self.requests = 0  # HTTP requests and file opens made for this asset
@@ -86,30 +98,38 @@ class AssetJob:
         self.clock.check_cancelled()
         self.clock.start(self.since)
         sha = self.asset.sha256
-        target = install.target_path(self.dest, self.asset)
-        if install.already_installed(target, self.asset):
+        target = install.target_path(self.dest[0], self.asset) if self.dest else None
+        if target is not None and install.already_installed(target, self.asset):
             log.debug("%s: %s already verified", self.asset.name, target)
-            return self._record("cache", target, cached=True)
+            return self._record("cache", sha, target, cached=True)
         obj = self.cache.object_path(sha)
-        with self.cache.lock(sha, shared=True, wait=self._wait_lock):
-            if obj.exists() and install.install(obj, target, self.asset, verify=True):
-                return self._record("cache", target, cached=True)
+        if not self.options.unknown_sha256:
+            with self.cache.lock(sha, shared=True, wait=self._wait_lock):
+                if obj.exists() and self._place(obj, target, verify=True):
+                    return self._record("cache", sha, obj, cached=True)
         with self.cache.lock(sha, wait=self._wait_lock):
-            if obj.exists():
-                if install.install(obj, target, self.asset, verify=True):
-                    return self._record("cache", target, cached=True)
+            if obj.exists() and not self.options.unknown_sha256:
+                if self._place(obj, target, verify=True):
+                    return self._record("cache", sha, obj, cached=True)
                 log.warning(
                     "%s: cache entry %s does not match its sha256; fetching again", self.asset.name, obj
                 )
                 obj.unlink()
-            source = self._download()
-            install.install(obj, target, self.asset, verify=False)
+            source, sha = self._download()
+            obj = self.cache.object_path(sha)
+            self._place(obj, target, verify=False)
         if self.requests == 0:
             source = "cache"  # a complete partial from an earlier run only needed verifying
-        return self._record(source, target, cached=self.requests == 0)
+        return self._record(source, sha, obj, cached=self.requests == 0)
 
-    def _record(self, source: str, target: Path, *, cached: bool) -> FetchRecord:
-        size = self.asset.size if self.asset.size is not None else target.stat().st_size
+    def _place(self, obj: Path, target: Path | None, *, verify: bool) -> bool:
+        """Install ``obj`` at ``target``; with no destination, check only (a cache-only fetch)."""
+        if target is None:
+            return not verify or file_matches(obj, self.asset.sha256)
+        return install.install(obj, target, self.asset, self.dest[1], verify=verify)
+
+    def _record(self, source: str, sha256: str, landed: Path, *, cached: bool) -> FetchRecord:
+        size = self.asset.size if self.asset.size is not None else landed.stat().st_size
         return FetchRecord(
             name=self.asset.name,
             path=self.asset.path,
@@ -119,6 +139,7 @@ class AssetJob:
             seconds=self.clock.elapsed(),
             attempts=self.attempts,
             cached=cached,
+            sha256=sha256,
         )
 
     def _wait_lock(self, seconds: float) -> None:
@@ -129,33 +150,52 @@ class AssetJob:
 
     # -- downloading ----------------------------------------------------------
 
-    def _download(self) -> str:
-        """Fill the cache object from the first source that delivers the right bytes. Returns that source."""
+    def _download(self) -> tuple[str, str]:
+        """Fill the cache object from the first source that delivers the right bytes.
+
+        A Hub blob that backs several files is then fetched through each other file's own
+        sources too: every path must serve these bytes, not only the first. Returns the
+        source used and the sha256 the object was committed under.
+        """
+        source, sha = self._from_sources(self.urls)
+        advance, self._advance = self._advance, _no_progress  # the asset is in the cache: 100% is shown
+        try:
+            for url, urls in self.proofs:
+                if source not in urls:
+                    log.info("%s: checking that %s serves the same bytes", self.asset.name, redact_url(url))
+                    self._from_sources(urls)
+        finally:
+            self._advance = advance
+        return source, sha
+
+    def _from_sources(self, urls: list[str]) -> tuple[str, str]:
+        """Try ``urls`` in turn until one verifies into the cache; return it and the committed sha256."""
         self.partial.open()
         errors: list[tuple[str, DownloadError]] = []
         try:
-            for url in self.urls:
+            for url in urls:
                 try:
-                    self._from_source(resolve_source(url, self.options))
-                    return url
+                    return url, self._from_source(resolve_source(url, self.options))
                 except DeadlineExceeded as exc:
                     errors.append((url, exc))
                     break
+                except DiskBound as exc:
+                    self.partial.discard()  # bytes past the cap, or the disk they hold, are no use to a rerun
+                    errors.append((url, exc))
+                    if exc.disk:
+                        break
                 except DownloadError as exc:
                     log.warning("%s: %s: %s", self.asset.name, redact_url(url), exc)
                     errors.append((url, exc))
         finally:
             self.partial.close()
-        tried = "\n".join(f"  - {redact_url(url)}: {exc}" for url, exc in errors)
-        raise FetchError(
-            f"asset {self.asset.name!r} ({self.asset.path}, sha256 {self.asset.sha256}) "
-            f"could not be fetched; tried {len(errors)} source(s):\n{tried}\n"
-            "  what to do: check the sources above; add --mirror PREFIX=REPLACEMENT for a copy with this "
-            "sha256, or raise --attempts/--timeout/--deadline for a slow or flaky network"
-        )
+        raise fetch_failure(self.asset, errors, known=not self.options.unknown_sha256)
 
-    def _from_source(self, source: Source) -> None:
-        """Retry one source until its bytes verify into the cache; raises DownloadError when it gives up."""
+    def _from_source(self, source: Source) -> str:
+        """Retry one source until its bytes verify into the cache; return the sha256 they went in under.
+
+        Raises DownloadError when it gives up.
+        """
         retry = self.retry
         run = SourceRun(source, self.asset.name, self.partial, self.options.connections)
         while True:
@@ -166,8 +206,8 @@ class AssetJob:
             try:
                 attempt = self._attempt(run)
                 try:
-                    self.partial.verify(self.asset.sha256, run.shown, any_digest=self.options.unknown_sha256)
-                    return
+                    expected = None if self.options.unknown_sha256 else self.asset.sha256
+                    return self.partial.verify(expected, run.shown)
                 except ChecksumMismatch as exc:
                     run.mismatched(exc, attempt)  # raises, unless one clean try from zero is due
                     continue
@@ -188,6 +228,10 @@ class AssetJob:
         )
         if run.source.path is not None:
             attempt = FileAttempt(run.source, self.asset, self.partial, self.clock, self.session, hooks)
+        elif wants_huggingface_hub(self.asset, run.source.url):
+            from bake.fetch.hub import HubAttempt  # huggingface_hub loads only for such an entry
+
+            attempt = HubAttempt(run.source, self.asset, self.partial, self.clock, self.session, hooks)
         else:
             attempt = HttpAttempt(
                 run.source,
@@ -303,6 +347,58 @@ class SourceRun:
                 retryable=True,
             ) from None
         raise exc
+
+
+def _no_progress(n: int) -> None:
+    """Bytes that prove another path of a blob already in the cache: no progress to show."""
+
+
+def wants_huggingface_hub(asset: Asset, url: str) -> bool:
+    """True when ``url`` is a file of a ``[[hub]]`` entry that asks for huggingface_hub's downloader."""
+    uses = asset.hub.uses if asset.hub is not None else ()
+    return any(entry.downloader == "huggingface_hub" and entry.url(path) == url for entry, path in uses)
+
+
+def other_files(asset: Asset, options: FetchOptions) -> list[tuple[str, list[str]]]:
+    """For a Hub blob backing several files: each file's URL with its own sources (rewrites first).
+
+    Raises UsageError, before any traffic, when ``--no-origin`` leaves one of them no source.
+    """
+    if asset.hub is None or len(asset.urls) < 2:
+        return []
+    return [(url, candidate_urls(dataclasses.replace(asset, urls=(url,)), options)) for url in asset.urls]
+
+
+def fetch_failure(asset: Asset, errors: list[tuple[str, DownloadError]], *, known: bool = True) -> FetchError:
+    """The error of an asset no source delivered: every source tried, then what to do, one line each.
+
+    ``known`` False: the asset's sha256 is only a cache key (bake add), so it is not shown.
+    """
+    tried = "\n".join(f"  - {redact_url(url)}: {exc}" for url, exc in errors)
+    advice = dict.fromkeys(_advice(url, exc) for url, exc in errors)
+    todo = "\n".join(f"    - {line}" for line in advice)
+    what = f"asset {asset.name!r} ({asset.path}, sha256 {asset.sha256})" if known else f"{asset.name!r}"
+    return FetchError(
+        f"{what} could not be fetched; tried {len(errors)} source(s):\n{tried}\n  what to do:\n{todo}"
+    )
+
+
+def _advice(url: str, exc: DownloadError) -> str:
+    """What to do about one source's failure (a 404 needs another URL, not more attempts)."""
+    if isinstance(exc, DeadlineExceeded):
+        return "raise --deadline, or add a faster --mirror PREFIX=REPLACEMENT"
+    if getattr(exc, "status", None) in (404, 410):
+        return (
+            f"{redact_url(url)} does not have the file: correct the URL in the manifest, or add "
+            "--mirror PREFIX=REPLACEMENT for a copy with this sha256"
+        )
+    if isinstance(exc, GaveUp):
+        return (
+            "for a slow or flaky network, raise --attempts or --timeout, or add a --mirror PREFIX=REPLACEMENT"
+        )
+    if isinstance(exc, DiskBound):
+        return "raise the bound it names, or give the asset its size in the manifest"
+    return "fix the source as its line says, or add --mirror PREFIX=REPLACEMENT for a copy with this sha256"
 
 
 def os_failure(exc: OSError, asset: Asset, cache: Cache, partial: PartialFile) -> FetchError:

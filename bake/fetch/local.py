@@ -124,6 +124,7 @@ class FileAttempt(Attempt):
             size = self.asset.size  # then an early end reads as truncation
         else:
             check_size(self.asset, self.source.url, size, retryable=False)
+            self.partial.check_claim(size, shown)
         if self.partial.written_total():
             self.partial.discard()
         self.partial.state = PartialState(size=size, url=redact_url(self.source.url))

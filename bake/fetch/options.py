@@ -14,6 +14,23 @@ from bake.errors import FetchError
 # --connections for a mirror you run yourself.
 DEFAULT_CONNECTIONS = 4
 
+GIB = 1 << 30
+# A download of unknown size (no ``size`` in the manifest: `bake add`, the production checkpoint)
+# stops at DEFAULT_MAX_SIZE, and before its filesystem's free space falls below DEFAULT_MIN_FREE.
+# 16 GiB is far above any single file the consumers fetch (the checkpoint is 925 MiB), yet it
+# bounds a source that never ends; 1 GiB of reserve keeps a build host's disk usable for the
+# build itself. Both are options (--max-size, --min-free); a file with a size is bounded by it.
+DEFAULT_MAX_SIZE = 16 * GIB
+DEFAULT_MIN_FREE = 1 * GIB
+
+
+def shown_size(n: int) -> str:
+    """``n`` bytes as a reader wants them: ``64 MiB``, ``16 GiB``, else the exact count."""
+    for unit, name in ((GIB, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit} {name}"
+    return f"{n} bytes"
+
 
 @dataclass(frozen=True)
 class FetchOptions:
@@ -34,6 +51,8 @@ class FetchOptions:
     allow_http: bool = False
     ca_bundle: str | None = None
     jobs: int = 4
+    max_size: int = DEFAULT_MAX_SIZE  # bytes a download of unknown size may reach
+    min_free: int = DEFAULT_MIN_FREE  # bytes such a download leaves free on its filesystem
     # bake add: each asset's sha256 is only the cache key of a file whose hash is not known
     # yet, so its bytes are kept whatever they hash to; the caller hashes them.
     unknown_sha256: bool = False
@@ -52,6 +71,7 @@ class FetchRecord:
     seconds: float
     attempts: int
     cached: bool
+    sha256: str  # the cache object's name: the manifest's, or the digest bake add learnt
 
 
 class FetchFailed(FetchError):

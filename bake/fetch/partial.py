@@ -14,12 +14,14 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from bake import atomic
 from bake.cache import Cache, PartialState
 from bake.errors import ChecksumMismatch
-from bake.fetch.failures import NO_SPACE_ADVICE, Changed
+from bake.fetch.failures import NO_SPACE_ADVICE, Changed, DiskBound
+from bake.fetch.options import shown_size
 from bake.fetch.segments import Claim, Ranges
 from bake.units import MIB
 
@@ -46,13 +48,26 @@ class PrefixHasher:
             self.pos += len(block)
 
 
-class PartialFile:
-    """The cache's partial for one sha256, open for writing at any offset by several connections."""
+@dataclass(frozen=True)
+class DiskBounds:
+    """How far a download whose size the manifest does not give may go: a cap, and free space to leave."""
 
-    def __init__(self, cache: Cache, sha256: str, asset_name: str) -> None:
+    max_size: int
+    min_free: int
+
+
+class PartialFile:
+    """The cache's partial for one sha256, open for writing at any offset by several connections.
+
+    With ``bounds`` (an asset of unknown size), every write is checked against them, and a
+    failed partial that no validator identifies is removed, since nothing could resume it safely.
+    """
+
+    def __init__(self, cache: Cache, sha256: str, asset_name: str, bounds: DiskBounds | None = None) -> None:
         self.cache = cache
         self.sha256 = sha256
         self.asset_name = asset_name
+        self.bounds = bounds
         self.path = cache.partial_path(sha256)
         # The lock guards ``written``, ``received`` and ``state.size``, and (shared with the
         # transfer's claim queue) the ``pos`` and ``end`` of every claim being filled.
@@ -82,12 +97,16 @@ class PartialFile:
             )
 
     def close(self) -> None:
-        """Close the partial; one with nothing written is removed, since there is nothing to resume."""
+        """Close the partial. It is removed when nothing could resume it: no bytes, or unknown size and
+        no validator (no ETag, no Last-Modified) to tell whether a rerun would get the same file."""
         if self.fd is None:
             return
         os.close(self.fd)
         self.fd = None
-        if not self.written.spans:
+        unsafe = self.bounds is not None and not (self.state.etag or self.state.modified)
+        if self.written.spans and unsafe:
+            log.info("%s: the partial has no size and no validator to resume it by; removed", self.asset_name)
+        if not self.written.spans or unsafe:
             self.cache.discard_partial(self.sha256)
 
     def written_total(self) -> int:
@@ -132,9 +151,40 @@ class PartialFile:
         if atomic.free_bytes(self.path) < need:
             raise atomic.no_space_error(f"asset {self.asset_name!r}", self.path, need, NO_SPACE_ADVICE)
 
+    def check_claim(self, total: int, source: str) -> None:
+        """Refuse, before any byte, a source announcing more than --max-size for a file of unknown size."""
+        if self.bounds is not None and total > self.bounds.max_size:
+            raise self._over_cap(f"{source} announces {total} bytes, more than")
+
+    def _over_cap(self, what: str) -> DiskBound:
+        cap = self.bounds.max_size
+        return DiskBound(
+            f"asset {self.asset_name!r} has no size in the manifest, and {what} the --max-size "
+            f"cap of {shown_size(cap)} ({cap} bytes); give the asset its size in the manifest, or raise "
+            "--max-size if the file really is that large (a source that never ends stops here)",
+            disk=False,
+        )
+
+    def _check_bounds(self, end: int, n: int, source: str) -> None:
+        """Raise DiskBound when writing ``n`` bytes up to ``end`` would pass the cap or eat the reserve."""
+        if end > self.bounds.max_size:
+            raise self._over_cap(f"{source} sent more than")
+        free = atomic.free_bytes(self.path)
+        reserve = self.bounds.min_free
+        if free - n < reserve:
+            raise DiskBound(
+                f"asset {self.asset_name!r} has no size in the manifest; stopped after {end - n} bytes, "
+                f"before the free space on the device of {self.path.parent} ({free} bytes) fell below the "
+                f"--min-free reserve of {shown_size(reserve)}; free some space or point --cache-dir at a "
+                "larger filesystem, lower --min-free, or give the asset its size in the manifest",
+                disk=True,
+            )
+
     def write(self, claim: Claim, data: memoryview, pos: int) -> None:
-        """Write ``data`` at ``pos`` and advance ``claim`` past it."""
+        """Write ``data`` at ``pos`` and advance ``claim`` past it. Raises DiskBound past the bounds."""
         offset = pos
+        if self.bounds is not None:
+            self._check_bounds(pos + len(data), len(data), self.state.url or "its source")
         with self._no_space(self.path, lambda: (self.state.size or offset) - self.written_total()):
             while data:
                 written = os.pwrite(self.fd, data, offset)
@@ -144,22 +194,38 @@ class PartialFile:
             self.written.add(pos, offset)
             self.received += offset - pos
 
-    def verify(self, sha256: str, source: str, *, any_digest: bool = False) -> None:
-        """Hash the rest of the file; move it into the cache's objects when it matches ``sha256``.
+    def verify(self, expected: str | None, source: str) -> str:
+        """Hash the rest of the file; commit it to the cache's objects under its digest, and return that.
 
-        Raises ChecksumMismatch naming ``source`` when it does not, unless
-        ``any_digest`` (``sha256`` is then only the cache key).
+        Raises ChecksumMismatch naming ``source`` when the digest is not ``expected``;
+        ``expected`` None (bake add learning a hash) accepts any digest.
         """
         size = self.state.size
         if os.fstat(self.fd).st_size > size:
             os.ftruncate(self.fd, size)
         self.hasher.catch_up(self.fd, size)
         digest = self.hasher.sha.hexdigest()
-        if digest != sha256 and not any_digest:
-            raise ChecksumMismatch(sha256, digest, source, asset=self.asset_name)
+        if expected is not None and digest != expected:
+            raise ChecksumMismatch(expected, digest, source, asset=self.asset_name)
         os.close(self.fd)
         self.fd = None
-        self.cache.commit(sha256)
+        self.cache.commit(self.sha256, digest)
+        return digest
+
+    def adopt(self, path: Path, source: str) -> None:
+        """Make a complete file another downloader wrote (in this partial's staging directory) the partial.
+
+        A rename within the cache; then ``verify`` hashes it like any download.
+        """
+        os.replace(path, self.path)
+        os.close(self.fd)
+        self.fd = os.open(self.path, os.O_RDWR)
+        size = os.fstat(self.fd).st_size
+        with self.lock:
+            self.written = Ranges([(0, size)])
+            self.received += size
+        self.state = PartialState(size=size, url=source)
+        self.hasher = PrefixHasher()
 
     def _no_space(self, where: Path, need: int | Callable[[], int]) -> contextlib.AbstractContextManager:
         return atomic.no_space_as_error(f"asset {self.asset_name!r}", where, need, NO_SPACE_ADVICE)

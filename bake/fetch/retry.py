@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from bake.errors import DownloadError
+from bake.fetch.failures import GaveUp
 
 BACKOFF_BASE = 0.5  # first retry waits 0.25-0.5 s, doubling per failure ...
 BACKOFF_CAP = 30.0  # ... up to 15-30 s
@@ -54,8 +55,8 @@ class RetryPolicy:
         else:
             idle_failures, step = self.idle_failures + 1, self.step
         if idle_failures >= self.attempts:
-            raise DownloadError(
-                f"{error} (gave up after {self.attempts} attempts in a row without progress)", retryable=False
+            raise GaveUp(
+                f"{error} (gave up after {self.attempts} attempts in a row without progress)"
             ) from None
         retry_after = getattr(error, "retry_after", None)
         if retry_after is not None and time_left is not None and retry_after > time_left:

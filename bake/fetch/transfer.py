@@ -1,8 +1,10 @@
 """One attempt's transfer into the partial: the first stream, helper connections that claim and steal pieces.
 
-A transfer does not know HTTP: a helper connection is anything that can fetch
-a claim's bytes (``PieceConnection``). It knows the partial it writes into,
-and it can be stopped from any thread with ``fail``.
+A transfer does not speak HTTP: a helper connection is anything that can fetch
+a claim's bytes (``PieceConnection``). It knows the partial it writes into, and
+it can be stopped from any thread with ``fail``, which shuts the sockets of the
+HTTP connections its clients registered with it (``add_connection``), so that a
+read blocked in the kernel returns at once.
 """
 
 from __future__ import annotations

@@ -57,10 +57,19 @@ _TLS_OTHER = "the server's certificate is refused; fix it on the server, or use 
 class _HttpStatus(DownloadError):
     """A source answered with an error status."""
 
-    def __init__(self, message: str, *, status: int, retryable: bool, retry_after: float | None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        retryable: bool,
+        retry_after: float | None,
+        error_code: str | None = None,
+    ) -> None:
         super().__init__(message, retryable=retryable)
         self.status = status
         self.retry_after = retry_after
+        self.error_code = error_code  # the Hub's X-Error-Code (RepoNotFound, RevisionNotFound, ...)
 
 
 class Timeouts(Protocol):
@@ -365,4 +374,5 @@ def _status_error(resp: http.client.HTTPResponse, url: str) -> _HttpStatus:
         status=status,
         retryable=retryable,
         retry_after=retry_after_seconds(resp.getheader("Retry-After")),
+        error_code=resp.getheader("X-Error-Code"),
     )

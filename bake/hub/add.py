@@ -1,26 +1,30 @@
 """``bake add hf://ORG/REPO[@REV]``: pin a Hub repository at a commit and record every selected file.
 
-The revision (a branch, a tag, or nothing for ``main``) is resolved to its commit
-through ``HfApi().repo_info(..., files_metadata=True)``, which lists each file with
-its size, git blob id and, for LFS files, the sha256 the Hub publishes. The other
-files are downloaded once, at the pinned commit, checked against their git blob id
-(the SHA-1 of git's blob header plus the bytes) and hashed. The entry is appended
-with tomlkit, so the rest of the manifest keeps every byte.
+The revision (a branch, a tag, or nothing for ``main``) is resolved to its commit, and
+the files there are listed page by page (bake.hub.listing), every answer checked before
+it is used. LFS files are recorded with the sha256 the Hub lists, and never downloaded.
+The others are read once, at the pinned commit, through bake's HTTP client, streamed
+through sha256 and git's blob hash and checked against their blob id; no byte of them
+is written anywhere. The entry is rendered as text, one file record a line, and
+appended to the manifest as it is under the edit lock (bake.manifestedit): the rest of
+the manifest keeps every byte, and two adds at once keep both entries.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import hashlib
+import json
 import re
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from urllib.parse import unquote
 
-from bake import atomic, hubtable
+from bake import hubtable, manifest, manifestedit
 from bake.errors import FetchError, ManifestError, UsageError
+from bake.fetch.options import FetchOptions
+from bake.hub.listing import HubReader, Listed
 
 _URL = re.compile(r"^hf://(?:(datasets)/)?([^/@]+/[^/@]+)(?:@([^/]+))?/?$")
 
@@ -28,24 +32,6 @@ _URL = re.compile(r"^hf://(?:(datasets)/)?([^/@]+/[^/@]+)(?:@([^/]+))?/?$")
 def is_repo_url(url: str) -> bool:
     """True for ``hf://[datasets/]ORG/REPO[@REV]`` (a repository, not one file)."""
     return bool(_URL.match(url))
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options ``bake add`` takes for a Hub repository."""
-    parser.add_argument(
-        "--include",
-        action="append",
-        default=[],
-        metavar="P",
-        help="only files matching P (fnmatch); repeatable",
-    )
-    parser.add_argument("--exclude", action="append", default=[], metavar="P", help="skip files matching P")
-    parser.add_argument("--repo-type", choices=hubtable.KINDS, help="model (default) or dataset")
-    parser.add_argument(
-        "--downloader",
-        choices=hubtable.DOWNLOADERS,
-        help=f"how fetch gets the bytes (default {hubtable.DEFAULT_DOWNLOADER}; recorded only if different)",
-    )
 
 
 def refuse_repo_options(args: argparse.Namespace) -> None:
@@ -68,137 +54,98 @@ def parse_url(url: str, repo_type: str | None) -> tuple[str, str, str | None]:
     return match.group(2), kind, unquote(match.group(3)) if match.group(3) else None
 
 
-def resolve(repo: str, kind: str, revision: str | None, token: str | None) -> tuple[str, list]:
-    """Ask the Hub for the commit ``revision`` names and the files there; return (commit, siblings)."""
-    from bake.hub import download  # the fetch engine loads only when a repository is added
-
+def _select(files: list[Listed], include: list[str], exclude: list[str], label: str) -> list[Listed]:
     try:
-        from huggingface_hub import HfApi
+        from huggingface_hub.utils import filter_repo_objects  # the Hub's own pattern rules
     except ImportError:
         raise UsageError("bake add hf://… needs huggingface_hub; pip install huggingface_hub") from None
-    label = f"hf://{'datasets/' if kind == 'dataset' else ''}{repo}@{revision or 'main'}"
-    try:
-        info = HfApi(endpoint=download.endpoint(), token=token).repo_info(
-            repo, repo_type=kind, revision=revision, files_metadata=True
-        )
-    except Exception as exc:  # huggingface_hub raises many types; each becomes one exit-3 line
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        raise download.hub_error(label, exc) from None
-    if not info.sha or not info.siblings:
-        raise FetchError(f"{label}: the Hub answered without a commit or without files; nothing to pin")
-    return info.sha, list(info.siblings)
-
-
-def _select(siblings: list, include: list[str], exclude: list[str], label: str) -> list:
-    from huggingface_hub.utils import filter_repo_objects
-
     chosen = list(
         filter_repo_objects(
-            siblings,
-            allow_patterns=include or None,
-            ignore_patterns=exclude or None,
-            key=lambda s: s.rfilename,
+            files, allow_patterns=include or None, ignore_patterns=exclude or None, key=lambda f: f.path
         )
     )
     if not chosen:
         raise UsageError(f"{label}: no file matches --include {include} / --exclude {exclude}")
-    return sorted(chosen, key=lambda s: s.rfilename)
+    return chosen
 
 
-def _record_small(sibling, repo: str, kind: str, commit: str, tmp: Path, token: str | None) -> dict:
-    """Download a non-LFS file once, check its git blob id, and return its record with the sha256."""
-    from bake.hub import download
-
-    local = download.download_file(repo, kind, commit, sibling.rfilename, tmp, token)
-    data_sha1 = hashlib.sha1(b"blob %d\x00" % local.stat().st_size)
-    data_sha256 = hashlib.sha256()
-    with open(local, "rb") as fh:
-        while block := fh.read(1 << 20):
-            data_sha1.update(block)
-            data_sha256.update(block)
-    if data_sha1.hexdigest() != sibling.blob_id or local.stat().st_size != sibling.size:
+def _hashed(reader: HubReader, commit: str, listed: Listed) -> dict:
+    """Read a non-LFS file once, check its git blob id, and return its record with the sha256."""
+    where = f"@{commit}/{listed.path}"
+    sha1 = hashlib.sha1(b"blob %d\x00" % listed.size)
+    sha256 = hashlib.sha256()
+    got = 0
+    for chunk in reader.stream(listed.path, commit):
+        got += len(chunk)
+        if got > listed.size:
+            raise reader.refused(
+                "a body", f"over {listed.size} bytes", f"the {listed.size} bytes it lists", where
+            )
+        sha1.update(chunk)
+        sha256.update(chunk)
+    if got != listed.size or sha1.hexdigest() != listed.blob:
         raise FetchError(
-            f"hf://{repo}@{commit}/{sibling.rfilename}: the bytes served are not git blob {sibling.blob_id} "
-            f"({sibling.size} bytes) that the Hub lists; got {local.stat().st_size} bytes, blob "
-            f"{data_sha1.hexdigest()}; check HF_ENDPOINT or the mirror"
+            f"{reader.label}{where}: the bytes served are not git blob {listed.blob} ({listed.size} bytes) "
+            f"that the Hub lists; got {got} bytes, blob {sha1.hexdigest()}; check HF_ENDPOINT or the mirror"
         )
-    return {
-        "path": sibling.rfilename,
-        "size": sibling.size,
-        "sha256": data_sha256.hexdigest(),
-        "blob": sibling.blob_id,
-    }
+    return {"path": listed.path, "size": listed.size, "sha256": sha256.hexdigest(), "blob": listed.blob}
 
 
-def file_records(repo: str, kind: str, commit: str, siblings: list, token: str | None) -> list[dict]:
-    """Return the manifest records for ``siblings``: LFS facts from the Hub, the others hashed here."""
-    records = []
-    tmp = Path(tempfile.mkdtemp(prefix="bake-add-"))
-    try:
-        for s in siblings:
-            if s.size is None or s.blob_id is None:
-                raise FetchError(f"hf://{repo}@{commit}/{s.rfilename}: the Hub listed no size or blob id")
-            if s.lfs is not None:
-                records.append(
-                    {
-                        "path": s.rfilename,
-                        "size": s.lfs.size,
-                        "sha256": s.lfs.sha256,
-                        "blob": s.blob_id,
-                        "lfs": True,
-                    }
-                )
-            else:
-                records.append(_record_small(s, repo, kind, commit, tmp, token))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return records
+def file_records(reader: HubReader, commit: str, chosen: list[Listed], workers: int) -> list[dict]:
+    """The manifest records for ``chosen``: LFS facts from the listing, the other files hashed here."""
+    small = [f for f in chosen if f.lfs_sha256 is None]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        hashed = pool.map(
+            lambda f: reader.with_retries(
+                f"{reader.label}@{commit}/{f.path}", lambda: _hashed(reader, commit, f)
+            ),
+            small,
+        )
+        by_path = {r["path"]: r for r in hashed}
+    return [
+        by_path[f.path]
+        if f.lfs_sha256 is None
+        else {"path": f.path, "size": f.size, "sha256": f.lfs_sha256, "blob": f.blob, "lfs": True}
+        for f in chosen
+    ]
 
 
-def entry_table(entry: dict):
-    """A tomlkit table for one ``[[hub]]`` entry, one file record per line."""
-    import tomlkit
+def _toml(value: object) -> str:
+    """A TOML value: JSON's strings (UTF-8 as it is), integers, booleans and arrays read the same."""
+    return json.dumps(value, ensure_ascii=False)
 
-    table = tomlkit.table()
+
+def entry_text(entry: dict) -> str:
+    """One ``[[hub]]`` table as text, one file record a line (a renderer would take seconds at 100,000)."""
+    lines = ["[[hub]]"]
     for key in ("repo", "type", "commit", "ref", "include", "exclude", "groups", "downloader"):
         if entry.get(key) not in (None, [], ""):
-            table[key] = entry[key]
-    files = tomlkit.array()
+            lines.append(f"{key} = {_toml(entry[key])}")
+    lines.append("files = [")
     for record in entry["files"]:
-        inline = tomlkit.inline_table()
-        inline.update(record)
-        files.append(inline)
-    table["files"] = files.multiline(True)
-    return table
+        fields = ", ".join(f"{k} = {_toml(v)}" for k, v in record.items())
+        lines.append(f"  {{{fields}}},")
+    lines.append("]")
+    return "\n".join(lines) + "\n"
 
 
 def append_entry(manifest_path: Path, entry: dict) -> None:
-    """Append ``entry`` to the manifest, checked as a whole before an atomic replace.
+    """Append ``entry`` to the manifest as it is under the edit lock; the whole is checked before the rename.
 
     Raises ManifestError (nothing written) when the result would not be a valid manifest,
     for example when that repository is already pinned at that commit.
     """
-    import tomlkit
-
-    from bake.manifest import parse_manifest, read_manifest_text
-
-    text = read_manifest_text(manifest_path) if manifest_path.exists() else ""
-    doc = tomlkit.parse(text)
-    if "hub" not in doc:
-        doc.append("hub", tomlkit.aot())
-    doc["hub"].append(entry_table(entry))
-    new = tomlkit.dumps(doc)
-    parse_manifest(new, source=str(manifest_path), allow_http=True)
-    mode = manifest_path.stat().st_mode & 0o7777 if manifest_path.exists() else 0o644
-    atomic.write_file(manifest_path, new.encode("utf-8"), mode=mode)
+    with manifestedit.locked(manifest_path) as target:
+        text = manifest.read_manifest_text(target) if target.exists() else ""
+        separator = "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"
+        new = text + separator + entry_text(entry)
+        manifest.parse_manifest(new, source=str(manifest_path), allow_http=True)
+        manifestedit.replace(target, new)
 
 
-def cmd_add(args: argparse.Namespace) -> int:
+def cmd_add(args: argparse.Namespace, options: FetchOptions) -> int:
     """Run ``bake add`` for a Hub repository; print what was pinned. Exit codes: 0, 2, 3."""
     url = args.target
-    if not is_repo_url(url):
-        raise UsageError(f"{url}: `bake add` here takes hf://[datasets/]ORG/REPO[@REVISION]")
     for option in ("name", "path", "sha256", "size_only"):
         if getattr(args, option, None):
             raise UsageError(f"--{option.replace('_', '-')} is for one file; {url} pins a whole repository")
@@ -206,11 +153,12 @@ def cmd_add(args: argparse.Namespace) -> int:
     manifest_path = Path(args.manifest)
     if manifest_path.exists() and not manifest_path.is_file():
         raise UsageError(f"--manifest {manifest_path}: not a file")
-    from bake.fetch.sources import hf_token
-
-    token = hf_token()
-    commit, siblings = resolve(repo, kind, revision, token)
-    chosen = _select(siblings, args.include, args.exclude, url)
+    reader = HubReader(repo, kind, options)
+    commit = reader.commit(revision)
+    listed = reader.files(commit)
+    if not listed:
+        raise FetchError(f"{reader.label}@{commit}: the Hub lists no file there; nothing to pin")
+    chosen = _select(listed, args.include, args.exclude, url)
     entry = {
         "repo": repo,
         "type": kind if kind != "model" else None,
@@ -220,7 +168,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         "exclude": args.exclude,
         "groups": args.group,
         "downloader": args.downloader if args.downloader not in (None, hubtable.DEFAULT_DOWNLOADER) else None,
-        "files": file_records(repo, kind, commit, chosen, token),
+        "files": file_records(reader, commit, chosen, options.connections),
     }
     try:
         append_entry(manifest_path, entry)

@@ -20,7 +20,8 @@ ROOT_LABEL = "dev.bake.assets.root"
 DIGEST_LABEL = "dev.bake.assets.manifest-digest"
 # Documents read from the image at collection time are small; refuse anything that is not.
 SMALL_FILE = 32 << 20
-EXTRA = "pip install 'bake-assets[testinfra]'"
+# Until bake-assets is on PyPI, the extra comes with the wheel the user built.
+EXTRA = "pip install 'bake-assets[testinfra]' (or 'WHEEL[testinfra]' for a wheel built with python -m build)"
 
 
 class ImageError(RuntimeError):

@@ -18,7 +18,7 @@ import pytest
 
 from bake.consumers import BUILTINS, SERVE_NAME
 from bake.index import LOCK_NAME
-from bake.testing.image import ImageError, ImageUnderTest, JobResult
+from bake.testing.image import EXTRA, ImageError, ImageUnderTest, JobResult
 from bake.testing.serve import Serve, ServeError, legacy_serve, parse_serve
 
 STANDARD_MODULE = "bake.testing.test_image"
@@ -97,7 +97,8 @@ def _read_lock(image: ImageUnderTest, facts: Facts) -> None:
     data = image.read_file(path)
     if data is None:
         facts.problem = (
-            f"{path}: missing; this image carries no bake asset layer (COPY --link --from=bake-assets / /)"
+            f"{path}: missing; this image carries no bake asset layer: publish one (`bake publish`), then "
+            "add `COPY --link --from=<the pinned assets image> / /` to its Dockerfile (`bake pin`)"
         )
         return
     try:
@@ -294,9 +295,7 @@ def bake_host(bake_image_under_test: ImageUnderTest) -> Iterator[Any]:
     try:
         import testinfra
     except ImportError:
-        pytest.fail(
-            "bake.testing needs pytest-testinfra: pip install 'bake-assets[testinfra]'", pytrace=False
-        )
+        pytest.fail(f"bake.testing needs pytest-testinfra: {EXTRA}", pytrace=False)
     container = bake_image_under_test.start_host()
     try:
         yield testinfra.get_host(f"docker://{container.id}")

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import BAKE_FILES, BENCH_MANIFEST, STANDINS, VLLM_FILES, VLLM_ROOT, BenchError, Profile, log
+from bench.common import BAKE_FILES, BENCH_MANIFEST, STANDINS, BenchError, Profile, log
 from bench.engine import Engine, Registry
+from bench.fleet import bench_fleet
 from bench.processes import free_port, mirror, run
 from tests.assets import CHECKPOINT_MIRROR_PATH, mirror_args
 
@@ -35,6 +36,7 @@ class Builds:
         profile: Profile,
         src: Path,
         root: Path,
+        work: Path,
         logs: Path,
         engine: Engine,
         registry: Registry,
@@ -44,6 +46,7 @@ class Builds:
         self.profile = profile
         self.src = src
         self.root = root
+        self.work = work
         self.logs = logs
         self.engine = engine
         self.registry = registry
@@ -73,7 +76,9 @@ class Builds:
             remote = f"{self.standin_registry}/rocm-standin:{tag}"
             self.engine.client.images.pull(remote).tag(f"local/rocm-standin:{tag}")
 
-    def bake(self, phase: str, cmd: Sequence[str], env: dict[str, str], cwd: str = ".") -> tuple[float, int]:
+    def bake(
+        self, phase: str, cmd: Sequence[str], env: dict[str, str], cwd: str | Path = "."
+    ) -> tuple[float, int]:
         """Run a build with the origin mirror up; return (wall seconds, asset bytes the mirror served)."""
         with mirror(self.src, self.root, self.logs, port=self.mirror_port, rate=self.profile.rate) as served:
             seconds = run(cmd, log_path=self.logs / f"{phase}.log", cwd=self.src / cwd, env=env)
@@ -152,32 +157,15 @@ class Builds:
             "same_asset_layer": self.asset_layer(image_b, base_b) == layer,
         }
 
-        log("builds: publish the assets image, and a vLLM-style image from it through a -f overlay")
+        log("builds: publish the assets image")
         before = self.registry.blobs()
         publish_s, publish_bytes = self.bake("publish-assets-image", via_assets_image, self.env())
         publish_new = sum(n for d, n in self.registry.blobs().items() if d not in before)
         pulled = sum(blob["size"] for blob in self.registry.manifest("bake-assets", self.digest)["layers"])
-        runtime_ref = f"{self.registry.host}/bake-runtime:bench"
-        runtime = [*plain[:-1], "--set", f"runtime.tags={runtime_ref}", "--push", "runtime"]
-        self.bake("publish-runtime-image", runtime, self.env())
-        fleet_ref = f"{self.fleet_repo}:ci_base"
-        fleet_env = self.env(
-            BAKE_ASSETS_REPO=self.assets_repo,
-            BAKE_ASSETS_DIGEST=self.digest,
-            BAKE_RUNTIME_IMAGE=runtime_ref,
-            BASE_IMAGE=base_b,
+        fleet_env = self.env(BASE_IMAGE=base_b, FETCH_IMAGE=base_a)
+        fleet = bench_fleet(
+            self.bake, fleet_env, self.src, self.work, self.logs, self.engine, self.registry, layer
         )
-        fleet_s, fleet_bytes = self.bake(
-            "fleet-build",
-            ["docker", "buildx", "bake", *VLLM_FILES, "--progress=plain",
-             "--set", f"ci-base-rocm.tags={fleet_ref}", "ci-base-rocm"],
-            fleet_env,
-            cwd=VLLM_ROOT,
-        )  # fmt: skip
-        fleet_same = layer in self.engine.layers(fleet_ref)
-        if not fleet_same:
-            raise BenchError(f"{fleet_ref}: the vLLM stand-in's ci_base lacks the asset layer {layer}")
-        fleet_push = self.push("push-fleet", fleet_ref, layer)
 
         log("builds: fresh builder (engine data root deleted; the registry stays)")
         self.engine.wipe()
@@ -193,14 +181,7 @@ class Builds:
             "registry_asset_bytes": pulled,
             "vs_cold": fresh_s / cold_s,
             "same_asset_layer": self.asset_layer(image_a, base_a) == layer,
-            "fleet": {
-                "bake_files": " ".join(f"{VLLM_ROOT}/{f}" for f in VLLM_FILES[1::2]),
-                "seconds": fleet_s,
-                "asset_bytes_from_mirror": fleet_bytes,
-                "same_asset_layer": fleet_same,
-                "push_asset_layer_status": fleet_push.asset_layer_status,
-                "push_asset_layer_bytes_uploaded": fleet_push.asset_layer_bytes_uploaded,
-            },
+            "fleet": fleet,
         }
         return {"warm_rebuild": warm, "base_bump": base_bump, "fresh_builder": fresh}
 
@@ -216,6 +197,6 @@ def bench_builds(
         stack.callback(registry.stop)
         stack.callback(engine.stop)
         engine.start()
-        builds = Builds(profile, src, root, logs, engine, registry, digest, standin_registry)
+        builds = Builds(profile, src, root, work, logs, engine, registry, digest, standin_registry)
         builds.pull_standins()
         return builds.run_all()

@@ -20,16 +20,8 @@ CHECKPOINT_URL = next(
 ASSET_PATH = "s3tokenizer/speech_tokenizer_v3_25hz.onnx"
 BENCH_MANIFEST = "docker/bench-assets.toml"  # written into the snapshot only
 BAKE_FILES = ["-f", "docker-bake.hcl", "-f", "docker/bake-test.hcl", "--allow=network.host"]
-# vLLM's ROCm layout (the stand-in under docker/examples/vllm, run from its root) plus bake's overlay.
+# vLLM's ROCm CI (the stand-in, with its own wrapper; bake's layer pinned by digest).
 VLLM_ROOT = "docker/examples/vllm"
-VLLM_FILES = [
-    "-f",
-    "docker/docker-bake-rocm.hcl",
-    "-f",
-    "docker/ci-rocm.hcl",
-    "-f",
-    "../../vllm/bake-rocm.hcl",
-]
 STANDINS = ("bookworm", "bookworm-slim")
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 MANIFEST_TYPES = (
@@ -47,7 +39,7 @@ class Profile:
     connections: int
     repeats: int  # runs of each fast client; the median counts
     entrypoint_runs: int
-    scale_counts: tuple[int, ...]  # file counts measure 8 serves
+    scale_counts: tuple[int, ...]  # file counts measure 9 serves
 
 
 FULL = Profile("full", 512 * MIB, 4 * MIB, 8, 3, 200, (10, 1000, 10000))

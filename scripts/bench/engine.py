@@ -19,9 +19,10 @@ from bench.processes import free_port, stop, wait_until
 class Engine:
     """A second dockerd with its own data root, exec root, pid file and unix socket; no TCP, no bridge."""
 
-    def __init__(self, work: Path, logs: Path) -> None:
+    def __init__(self, work: Path, logs: Path, namespace: str = "bake-bench") -> None:
         self.work = work
         self.logs = logs
+        self.namespace = namespace
         self.sock = work / "docker.sock"
         self.proc: subprocess.Popen | None = None
         config = work / "docker-config"
@@ -40,9 +41,9 @@ class Engine:
         # Own namespaces too, in case both daemons ever share a system containerd.
         cmd += [
             "--containerd-namespace",
-            "bake-bench",
+            self.namespace,
             "--containerd-plugins-namespace",
-            "bake-bench-plugins",
+            f"{self.namespace}-plugins",
         ]
         log_path = self.logs / "dockerd.log"
         with open(log_path, "ab") as out:

@@ -14,7 +14,8 @@ One run measures, and prints as a table:
      throw-away dockerd (own data root, exec root, pid file and unix socket)
      pushing to a throw-away registry; mirror bytes, registry uploads, wall time;
   7. entrypoint: median of `bake-entrypoint true` against `true` (two files, served and unset);
-  8. scale: job start at 10, 1,000 and 10,000 files (fresh, empty, served; node storage; a Hub
+  8. an agent's pull of the stand-in's ci_base, twice (see builds);
+  9. scale: job start at 10, 1,000 and 10,000 files (fresh, empty, served; node storage; a Hub
      repository), beside `cp -rs` of the same tree, and `bake manifest digest` and `bake seal` at
      10,000 Hub files; drawn as docs/performance-scale.png (matplotlib: the [bench] extra).
 Everything listens on 127.0.0.1 only, and every process it starts is stopped by pid.
@@ -123,9 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="small file and fewer runs (about two minutes)")
     parser.add_argument("--json", type=Path, default=REPO / ".work/bench.json", help="write the results here")
     parser.add_argument(
-        "--scale", action="store_true", help="measures 7 and 8 only (the entrypoint, at scale)"
+        "--scale", action="store_true", help="measures 7 and 9 only (the entrypoint, at scale)"
     )
-    parser.add_argument("--plot", type=Path, help=f"draw measure 8 here (the full profile: {PLOT})")
+    parser.add_argument("--plot", type=Path, help=f"draw measure 9 here (the full profile: {PLOT})")
     args = parser.parse_args(argv)
     profile = SMOKE if args.smoke else FULL
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds, so every daemon is stopped

@@ -1,4 +1,4 @@
-"""The scale plot (measure 8): job start against the number of files, one line per case, log-log.
+"""The scale plot (measure 9): job start against the number of files, one line per case, log-log.
 
 matplotlib is a bench-only dependency (`pip install 'bake-assets[bench]'`); it is imported here only.
 """

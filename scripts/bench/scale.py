@@ -1,4 +1,4 @@
-"""Measure 8: cost at scale. Job start at 10, 1,000 and 10,000 files, and digest and seal at 10,000.
+"""Measure 9: cost at scale. Job start at 10, 1,000 and 10,000 files, and digest and seal at 10,000.
 
 One declared consumer, `${BENCH_CACHE:-$HOME/.cache}/bench`, holds N small files in directories of
 at most 1,000; the entrypoint runs under /bin/sh (dash on Debian) with `true` as the job. Per N:
@@ -196,7 +196,7 @@ def _python_seconds(src: Path, work: Path, count: int) -> dict[str, float]:
 
 
 def bench_scale(profile: Profile, src: Path, work: Path) -> dict:
-    """Measure 8. Returns per file count the median milliseconds of every case, and the Python seconds."""
+    """Measure 9. Returns per file count the median milliseconds of every case, and the Python seconds."""
     root = work / "scale"
     root.mkdir()
     timer = Timer(src, root)

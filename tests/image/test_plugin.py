@@ -8,6 +8,7 @@ plugin runs from a fresh venv holding only the built wheel and its testinfra ext
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -74,6 +75,16 @@ DAMAGES = [
         ),
     ),
     Damage(
+        "digest-label-from-another-manifest",
+        # The drift issue 17 saw: a label set from a variable, naming other assets than the layer's.
+        f"LABEL dev.bake.assets.manifest-digest={'0' * 64}\n",
+        (
+            "FAILED test_image.py::test_manifest_digest_label",
+            "come from different manifests",
+            f"label dev.bake.assets.manifest-digest is '{'0' * 64}'",
+        ),
+    ),
+    Damage(
         "token-in-a-layer",
         "COPY notes.txt /etc/ci/notes.txt\n",
         (
@@ -117,6 +128,16 @@ def client() -> docker_sdk.DockerClient:
     return docker_sdk.from_env()
 
 
+def derived(client: docker_sdk.DockerClient, image: str, lines: str, files: tuple = ()) -> str:
+    """Build ``FROM image`` plus ``lines`` offline; return its tag (the caller removes it)."""
+    tag = f"bake/rocm-derived:{uuid.uuid4().hex[:12]}"
+    client.images.build(
+        fileobj=context_tar(f"FROM {image}\n{lines}", files), custom_context=True, tag=tag,
+        network_mode="none", rm=True, forcerm=True,
+    )  # fmt: skip
+    return tag
+
+
 # The checks each damage touches: the derived image must fail exactly these.
 TOUCHED = {
     "asset-bytes-changed": {"test_asset", "test_sha256sums_checks"},
@@ -127,6 +148,7 @@ TOUCHED = {
         "test_tini_is_pid_1_and_sigterm_reaches_the_job",
         "test_doctor",
     },
+    "digest-label-from-another-manifest": {"test_manifest_digest_label"},
     "token-in-a-layer": {"test_secret_pattern_is_in_no_layer"},
 }
 
@@ -140,12 +162,7 @@ def damaged(
 ) -> Iterator[tuple[Damage, subprocess.CompletedProcess]]:
     """Build the derived image, run the plugin on it once, remove the image."""
     damage: Damage = request.param
-    tag = f"bake/rocm-damaged:{damage.name}-{uuid.uuid4().hex[:8]}"
-    dockerfile = f"FROM {image}\n{damage.lines}"
-    client.images.build(
-        fileobj=context_tar(dockerfile, damage.files), custom_context=True, tag=tag,
-        network_mode="none", rm=True, forcerm=True,
-    )  # fmt: skip
+    tag = derived(client, image, damage.lines, damage.files)
     try:
         yield damage, plugin(sys.executable, tag, *damage.args, cwd=tmp_path_factory.mktemp(damage.name))
     finally:
@@ -168,6 +185,33 @@ def test_damaged_image_fails_only_the_checks_its_damage_touches(damaged: tuple) 
         if line.startswith("FAILED")
     }
     assert failed == TOUCHED[damage.name], proc.stdout[-6000:]
+
+
+@pytest.mark.parametrize("label", ["absent", "the lock's digest"])
+def test_digest_label_is_checked_only_where_present(
+    client: docker_sdk.DockerClient, image: str, label: str, tmp_path: Path
+) -> None:
+    """bake's image carries no digest label: not applicable, never failed. A true label passes."""
+    lock = json.loads(
+        client.containers.run(
+            image, ["cat", f"{ASSET_ROOT}/bake.lock.json"], entrypoint=[], network_mode="none", remove=True
+        )
+    )
+    assert "dev.bake.assets.manifest-digest" not in (client.images.get(image).labels or {})
+    tag = image
+    if label != "absent":
+        tag = derived(client, image, f"LABEL dev.bake.assets.manifest-digest={lock['manifest_digest']}\n")
+    try:
+        proc = plugin(sys.executable, tag, "-v", "-rs", "-k", "test_manifest_digest_label", cwd=tmp_path)
+    finally:
+        if tag != image:
+            client.images.remove(tag, force=True)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    if label == "absent":
+        assert "not applicable: no dev.bake.assets.manifest-digest label" in proc.stdout, proc.stdout[-4000:]
+        assert lock["manifest_digest"] in proc.stdout
+    else:
+        assert "test_manifest_digest_label PASSED" in proc.stdout, proc.stdout[-4000:]
 
 
 @pytest.fixture(scope="module")

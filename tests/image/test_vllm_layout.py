@@ -1,37 +1,66 @@
-"""vLLM's ROCm layout, as a stand-in (docker/examples/vllm/), built with bake's overlay on the real engine.
+"""vLLM's ROCm CI as a stand-in (docker/examples/vllm/) with its own wrapper, on the real engine and registry.
 
-The flow is vLLM's: publish bake's assets image and runtime image, build and push ci_base
-(content-hashed), build the per-commit test image from it, export the wheel for the
-artifact-only flow. The tests prove the asset layer reaches ci_base and the test image, that a
-wheel change neither refetches nor re-pushes it, that a fresh engine assembles a job from
-ci_base plus the wheel with its assets offline, and that the plugin passes on the result.
+The flow is vLLM's with bake's pinned integration: ``bake publish`` the assets and runtime
+images, ``bake pin`` the stand-in's docker/examples/vllm/docker/Dockerfile.rocm, then CI runs
+everything through its docker/examples/vllm/.buildkite/scripts/ci-bake-rocm.sh, which
+rebuilds ci_base only when its content hash (files, stage text, ARG values) differs from the
+published image's label. The tests walk a
+history (v1; unchanged; requirements changed; manifest changed) and check what the issue asks:
+the hash moves with a pin and only then, the asset layer is shared, every other target builds
+without bake's images, removing bake's lines leaves no asset behind, the digests agree, the
+plugin passes, and a second, empty engine pulls v2's asset layer as "Already exists".
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import docker as docker_sdk
 import pytest
 
-from . import MANIFEST, REPO, buildx_bake, fail_or_skip, required_env
+from bake.assets_image import registry_digest
+from bake.manifest import load_manifest
+from tests.registries import REGISTRY as SHARED_REGISTRY
+from tests.registries import LocalRegistry, remove_images_named
 
-pytestmark = pytest.mark.docker
+from . import REPO, fail_or_skip, required_env
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1500)]
 
 STANDIN = REPO / "docker/examples/vllm"
-OVERLAY = REPO / "docker/vllm/bake-rocm.hcl"
-VLLM_FILES = ["-f", "docker/docker-bake-rocm.hcl", "-f", "docker/ci-rocm.hcl", "-f", str(OVERLAY)]
+WRAPPER = ".buildkite/scripts/ci-bake-rocm.sh"
+DOCKERFILE = "docker/Dockerfile.rocm"
+MANIFEST = "docker/bake-assets.toml"
+# The repositories the committed stand-in names; each test run points them at its own.
+COMMITTED = "127.0.0.1:5000/vllm-standin"
 BASE = "local/rocm-standin:bookworm"
+HOST_NETWORK = ["--", "--network=host", "--allow=network.host"]
+PIN = re.compile(r"\S+:(?P<tag>[0-9a-f]{64})@sha256:[0-9a-f]{64}")
+MANIFEST_TYPES = (
+    "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
+)
+# A second vocab in the vllm group: the manifest change of the history.
+CL100K = """
+[[asset]]
+name = "cl100k_base"
+path = "tiktoken/9b5ad71b2ce5302211f9c61530b329a4922fc6a4"
+sha256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+size = 1681126
+urls = ["https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"]
+groups = ["vllm"]
+"""
 # The job a GPU agent runs in the artifact-only flow: install the exported wheel into ci_base, run.
 ASSEMBLE = (
     'python3 -m zipfile -e /wheels/vllm-0.0.0+standin-py3-none-any.whl "$(python3 -c '
@@ -39,193 +68,381 @@ ASSEMBLE = (
 )
 
 
+def run(
+    cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 900
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cmd, cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO), **env},
+        capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert proc.returncode == 0, (
+        f"{' '.join(proc.args[:6])} … exited {proc.returncode}:\n{proc.stderr[-4000:]}"
+    )
+    return proc
+
+
+def bake(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return run([sys.executable, "-m", "bake", *args], cwd, env)
+
+
+def registry_json(url: str) -> dict:
+    request = urllib.request.Request(url, headers={"Accept": MANIFEST_TYPES})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.load(answer)
+
+
+def layers(ref: str) -> list[tuple[str, str]]:
+    """(diff-ID, blob digest) of each layer of ``ref`` (``host/name[:tag][@digest]``), from the registry."""
+    host, _, rest = ref.partition("/")
+    name, _, which = rest.partition("@")
+    if ":" in name.rsplit("/", 1)[-1]:  # a tag: the digest decides when there is one
+        name, _, tag = name.rpartition(":")
+        which = which or tag
+    base = f"http://{host}/v2/{name}"
+    manifest = registry_json(f"{base}/manifests/{which}")
+    config = registry_json(f"{base}/blobs/{manifest['config']['digest']}")
+    return list(
+        zip(config["rootfs"]["diff_ids"], [layer["digest"] for layer in manifest["layers"]], strict=True)
+    )
+
+
+@dataclass
+class Site:
+    """A copy of the stand-in, as vLLM's checkout, pointed at repositories of this run."""
+
+    root: Path
+    prefix: str
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def assets_repo(self) -> str:
+        return f"{self.prefix}/bake-assets"
+
+    @property
+    def runtime_repo(self) -> str:
+        return f"{self.prefix}/bake-runtime"
+
+    def publish_and_pin(self) -> tuple[str, str]:
+        """``bake publish`` both images, ``bake pin`` Dockerfile.rocm to them; return the two pinned refs."""
+        selection = ["--manifest", MANIFEST, "--repository", self.assets_repo, "--group", "vllm"]
+        assets = ok(bake("publish", *selection, *HOST_NETWORK, cwd=self.root, env=self.env)).stdout.strip()
+        runtime = ok(bake("publish", "--runtime", "--repository", self.runtime_repo, *HOST_NETWORK,
+                          cwd=self.root, env=self.env)).stdout.strip()  # fmt: skip
+        ok(bake("pin", *selection, DOCKERFILE, cwd=self.root, env=self.env))
+        ok(
+            bake(
+                "pin", "--runtime", "--repository", self.runtime_repo, DOCKERFILE, cwd=self.root, env=self.env
+            )
+        )
+        return assets, runtime
+
+    def wrapper(self, target: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return run([str(self.root / WRAPPER), target], self.root, {**self.env, **env})
+
+    def ci_base(self) -> str:
+        """The published ci_base, by digest: ``repo@sha256:…``."""
+        tag = self.env["CI_BASE_IMAGE_TAG"]
+        digest = registry_digest(tag)
+        assert digest, f"{tag} is not in the registry"
+        return f"{tag.rsplit(':', 1)[0]}@{digest}"
+
+
+def make_site(tmp: Path, prefix: str) -> Site:
+    root = tmp / "vllm"
+    shutil.copytree(STANDIN, root)
+    dockerfile = root / DOCKERFILE
+    dockerfile.write_text(dockerfile.read_text().replace(COMMITTED, prefix))
+    env = {
+        "ASSET_MIRRORS": required_env("ASSET_MIRRORS"),
+        "BAKE_FETCH_ARGS": "--no-origin",
+        "FETCH_IMAGE": BASE,
+        "BASE_IMAGE": BASE,
+        "CI_BASE_IMAGE_TAG": f"{prefix}/ci_base:latest",
+        "IMAGE_TAG": f"{prefix}/test:commit",
+    }
+    return Site(root, prefix, env)
+
+
+# Every image this module leaves in the engine names RUN (its tags, or its repository).
+RUN = f"bake-vllm-{uuid.uuid4().hex[:10]}"
+
+
 @pytest.fixture(scope="module")
-def registry() -> str:
-    return f"{os.environ.get('BAKE_REGISTRY', '127.0.0.1:5000')}/bake-vllm-{uuid.uuid4().hex[:10]}"
+def site(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    yield make_site(tmp_path_factory.mktemp("site"), f"{SHARED_REGISTRY}/{RUN}")
+    remove_images_named(RUN)
+
+
+@dataclass
+class Step:
+    """One CI run of the history: what the wrapper said and did, and the ci_base it left."""
+
+    hash: str
+    built: bool
+    ci_base: str
+    log: str
+
+
+@dataclass
+class History:
+    assets_v1: str
+    steps: dict[str, Step]
+    stale_check: subprocess.CompletedProcess[str]
+    digest_v1: str
+    test_image_v1: str
+    plain_image_v1: str
+
+
+def ci_run(site: Site) -> Step:
+    proc = ok(site.wrapper("ci-base-rocm-ci"))
+    found = re.search(r"ci_base content hash: ([0-9a-f]{64})", proc.stderr)
+    assert found, proc.stderr[-2000:]
+    return Step(found.group(1), "skipping the build" not in proc.stderr, site.ci_base(), proc.stderr)
+
+
+@pytest.fixture(scope="module")
+def history(site: Site) -> History:
+    """v1; unchanged; requirements changed; manifest changed (checked stale, then published and pinned)."""
+    assets_v1, _ = site.publish_and_pin()
+    steps = {"v1": ci_run(site)}
+    digest_v1 = PIN.fullmatch(assets_v1).group("tag")
+    # The per-commit test image, and an image built with plain docker buildx bake: no wrapper, no label.
+    ok(site.wrapper("test-rocm-ci", CI_BASE_IMAGE=steps["v1"].ci_base))
+    plain = f"{RUN}-plain:latest"
+    bake_file = ["docker", "buildx", "bake", "-f", "docker/docker-bake-rocm.hcl"]
+    ok(run([*bake_file, "--set", f"ci-base-rocm.tags={plain}", "ci-base-rocm"], site.root, site.env))
+    steps["unchanged"] = ci_run(site)
+    requirements = site.root / "requirements/rocm.txt"
+    requirements.write_text(requirements.read_text() + "numpy\n")
+    steps["requirements"] = ci_run(site)
+    manifest = site.root / MANIFEST
+    manifest.write_text(manifest.read_text() + CL100K)
+    selection = ["--manifest", MANIFEST, "--repository", site.assets_repo, "--group", "vllm"]
+    ok(bake("publish", *selection, *HOST_NETWORK, cwd=site.root, env=site.env))
+    stale = bake("pin", "--check", *selection, DOCKERFILE, cwd=site.root, env=site.env)
+    steps["manifest, not pinned"] = ci_run(site)
+    site.publish_and_pin()
+    steps["manifest"] = ci_run(site)
+    return History(assets_v1, steps, stale, digest_v1, site.env["IMAGE_TAG"], plain)
+
+
+# ---- the wrapper's hash, and what it builds ----------------------------------------------------
+
+
+def test_an_unchanged_tree_skips_the_build(history: History) -> None:
+    v1, again = history.steps["v1"], history.steps["unchanged"]
+    assert v1.built and not again.built, again.log[-2000:]
+    assert (again.hash, again.ci_base) == (v1.hash, v1.ci_base)
+
+
+def test_a_requirements_change_rebuilds_ci_base_with_the_same_asset_layer(history: History) -> None:
+    v1, v2 = history.steps["v1"], history.steps["requirements"]
+    assert v2.built and v2.hash != v1.hash and v2.ci_base != v1.ci_base
+    (asset_layer,) = layers(history.assets_v1)
+    assert asset_layer in layers(v1.ci_base) and asset_layer in layers(v2.ci_base)
+
+
+def test_a_manifest_change_needs_publish_and_pin_then_rebuilds_ci_base(history: History) -> None:
+    before, unpinned, after = (history.steps[k] for k in ("requirements", "manifest, not pinned", "manifest"))
+    # The manifest is no input of the wrapper: until the pin moves, ci_base stays (and pin --check fails).
+    assert not unpinned.built and unpinned.hash == before.hash
+    assert after.built and after.hash != before.hash
+    (old_layer,) = layers(history.assets_v1)
+    assert old_layer not in layers(after.ci_base)
+
+
+def test_pin_check_fails_a_stale_pin_naming_the_line(history: History, site: Site) -> None:
+    proc = history.stale_check
+    line = next(n for n, text in enumerate(STANDIN.joinpath(DOCKERFILE).read_text().splitlines(), 1)
+                if f"--from={COMMITTED}/bake-assets" in text)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert f"{DOCKERFILE}:{line}: {history.assets_v1} → {site.assets_repo}:" in proc.stderr
+
+
+# ---- the digests agree, and bake.testing passes ------------------------------------------------
+
+
+def read_lock(client: docker_sdk.DockerClient, ref: str) -> dict:
+    repo, _, digest = ref.partition("@")
+    if digest:
+        client.images.pull(repo, tag=digest)
+    out = client.containers.run(ref, ["cat", "/opt/bake/assets/bake.lock.json"], entrypoint=[],
+                                network_mode="none", remove=True)  # fmt: skip
+    return json.loads(out)
 
 
 @pytest.fixture(scope="module")
 def client(image: str) -> docker_sdk.DockerClient:
-    return docker_sdk.from_env()
+    return docker_sdk.from_env(timeout=600)
 
 
-@pytest.fixture(scope="module")
-def standin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the stand-in's tree, as vLLM's checkout: local outputs (wheel-export/) land in it."""
-    root = tmp_path_factory.mktemp("vllm") / "vllm"
-    shutil.copytree(STANDIN, root)
-    return root
-
-
-@pytest.fixture(scope="module")
-def runtime_image(image: str, registry: str) -> str:
-    """bake's runtime target (tini, bake-entrypoint, bake), pushed as a release would push it."""
-    ref = f"{registry}/bake-runtime:test"
-    buildx_bake("--set", f"runtime.tags={ref}", "--set", "runtime.output=type=image,push=true", "runtime")
-    return ref
-
-
-@pytest.fixture(scope="module")
-def assets_ref(image: str, registry: str) -> str:
-    """`bake build --assets-image REPO -- … assets`: publishes REPO:<digest> (the README's first step)."""
-    repo = f"{registry}/bake-assets"
-    env = {
-        **os.environ,
-        **{n: required_env(n) for n in ("ASSET_MIRRORS", "ASSET_DIGEST", "BAKE_TEST_HF_TOKEN")},
-    }
-    proc = subprocess.run(
-        [sys.executable, "-m", "bake", "build", "--assets-image", repo, "--",
-         "-f", "docker-bake.hcl", "-f", "docker/bake-test.hcl", "--allow=network.host", "assets"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return f"{repo}:{required_env('ASSET_DIGEST')}"
-
-
-def content_hash(standin: Path) -> str:
-    proc = subprocess.run(
-        [str(standin / "tools/ci-base-content-hash.sh")], capture_output=True, text=True, check=True
-    )
-    return proc.stdout.strip()
-
-
-@pytest.fixture(scope="module")
-def vllm_env(standin: Path, registry: str, assets_ref: str, runtime_image: str) -> dict[str, str]:
-    """The variables vLLM's CI sets, plus the overlay's three."""
-    repo, digest = assets_ref.rsplit(":", 1)
-    return {
-        "BAKE_ASSETS_REPO": repo,
-        "BAKE_ASSETS_DIGEST": digest,
-        "BAKE_RUNTIME_IMAGE": runtime_image,
-        "BASE_IMAGE": BASE,
-        "CI_BASE_CONTENT_HASH": content_hash(standin),
-        "CI_BASE_IMAGE_TAG": f"{registry}/ci_base:{content_hash(standin)[:16]}",
-        "CI_BASE_IMAGE": f"{registry}/ci_base:{content_hash(standin)[:16]}",
-        "IMAGE_TAG": f"{registry}/test:commit-1",
-    }
-
-
-def vllm_bake(standin: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """``docker buildx bake`` with vLLM's two files and bake's overlay, from the stand-in's root."""
-    return subprocess.run(
-        ["docker", "buildx", "bake", *VLLM_FILES, "--progress=plain", *args],
-        cwd=standin, env={**os.environ, **env}, capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-
-
-def printed(standin: Path, env: dict[str, str], *targets: str) -> dict:
-    proc = vllm_bake(standin, env, "--print", *targets)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)["target"]
-
-
-@pytest.fixture(scope="module")
-def built(standin: Path, vllm_env: dict[str, str], client: docker_sdk.DockerClient) -> dict[str, str]:
-    """ci-base-rocm-ci, then test-rocm-ci and the artifact-only group, as vLLM's pipeline runs them."""
-    for targets in (["ci-base-rocm-ci"], ["test-rocm-ci", "test-rocm-ci-with-artifacts"]):
-        proc = vllm_bake(standin, vllm_env, *targets)
-        assert proc.returncode == 0, proc.stderr[-4000:]
-    for ref in (vllm_env["CI_BASE_IMAGE"], vllm_env["IMAGE_TAG"]):
-        client.images.pull(ref)
-    return {"ci_base": vllm_env["CI_BASE_IMAGE"], "test": vllm_env["IMAGE_TAG"]}
-
-
-def layers(client: docker_sdk.DockerClient, ref: str) -> list[str]:
-    return client.images.get(ref).attrs["RootFS"]["Layers"]
-
-
-@pytest.fixture(scope="module")
-def asset_layer(client: docker_sdk.DockerClient, assets_ref: str) -> str:
-    client.images.pull(assets_ref)
-    (layer,) = layers(client, assets_ref)
-    return layer
-
-
-def test_print_resolves_as_the_readme_shows(standin: Path, vllm_env: dict[str, str], assets_ref: str) -> None:
-    targets = printed(standin, vllm_env, "ci-base-rocm-ci", "test-rocm-ci")
-    digest = vllm_env["BAKE_ASSETS_DIGEST"]
-    for name in ("ci-base-rocm-ci", "test-rocm-ci"):
-        assert targets[name]["contexts"] == {
-            "bake-assets": f"docker-image://{assets_ref}",
-            "bake-runtime": f"docker-image://{vllm_env['BAKE_RUNTIME_IMAGE']}",
-        }
-        assert targets[name]["labels"]["dev.bake.assets.manifest-digest"] == digest
-    assert targets["ci-base-rocm-ci"]["target"] == "ci_base"
-    readme = (REPO / "README.md").read_text()
-    assert (
-        "docker buildx bake -f docker/docker-bake-rocm.hcl -f docker/ci-rocm.hcl -f bake-rocm.hcl" in readme
-    )
-
-
-def test_ci_base_content_hash_uses_the_manifest_digest(standin: Path, vllm_env: dict[str, str]) -> None:
-    def label(**change: str) -> str:
-        target = printed(standin, {**vllm_env, **change}, "ci-base-rocm")["ci-base-rocm"]
-        return target["labels"]["vllm.ci_base.content_hash"]
-
-    files_hash, digest = vllm_env["CI_BASE_CONTENT_HASH"], vllm_env["BAKE_ASSETS_DIGEST"]
-    expected = hashlib.sha256(f"{files_hash}\nbake-manifest-digest {digest}\n".encode()).hexdigest()
-    assert label() == expected
-    assert label(BAKE_ASSETS_DIGEST="0" * 64) != expected  # another manifest: ci_base is rebuilt
-    assert label(CI_BASE_CONTENT_HASH="") == ""  # vLLM's own "no hash" stays empty
-
-
-def test_overlay_refuses_a_missing_digest(standin: Path, vllm_env: dict[str, str]) -> None:
-    proc = vllm_bake(standin, {**vllm_env, "BAKE_ASSETS_DIGEST": ""}, "--print", "ci-base-rocm-ci")
-    assert proc.returncode != 0 and "bake manifest digest" in proc.stderr
-
-
-@pytest.mark.parametrize("which", ["ci_base", "test"])
-def test_asset_layer_reaches_the_image(
-    client: docker_sdk.DockerClient, built: dict[str, str], asset_layer: str, which: str
+def test_the_test_image_its_ci_base_and_the_lock_agree_on_the_digest(
+    history: History, site: Site, client: docker_sdk.DockerClient
 ) -> None:
-    assert asset_layer in layers(client, built[which])
+    ci_base = history.steps["v1"].ci_base
+    client.images.pull(history.test_image_v1)
+    digests = {which: read_lock(client, ref)["manifest_digest"]
+               for which, ref in (("ci_base", ci_base), ("test image", history.test_image_v1))}  # fmt: skip
+    assert digests == {"ci_base": history.digest_v1, "test image": history.digest_v1}
+    (asset_layer,) = layers(history.assets_v1)
+    assert asset_layer in layers(history.test_image_v1)
+    assert layers(history.test_image_v1)[: len(layers(ci_base))] == layers(ci_base)
+    # No digest label anywhere: the digest is what the layer's own lock says.
+    for ref in (ci_base, history.test_image_v1):
+        assert "dev.bake.assets.manifest-digest" not in (client.images.get(ref).labels or {})
 
 
-def test_test_image_is_ci_base_plus_the_wheel(client: docker_sdk.DockerClient, built: dict[str, str]) -> None:
-    base = layers(client, built["ci_base"])
-    assert layers(client, built["test"])[: len(base)] == base
-
-
-def test_plugin_passes_on_the_standin_test_image(built: dict[str, str], tmp_path: Path) -> None:
+@pytest.mark.parametrize("which", ["ci_base", "test image", "plain docker buildx bake"])
+def test_bake_testing_passes(history: History, which: str, tmp_path: Path) -> None:
+    ref = {
+        "ci_base": history.steps["v1"].ci_base,
+        "test image": history.test_image_v1,
+        "plain docker buildx bake": history.plain_image_v1,
+    }[which]
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--pyargs", "bake.testing", "--bake-image", built["test"],
-         "-p", "no:cacheprovider", "-q"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+        [sys.executable, "-m", "pytest", "--pyargs", "bake.testing", "--bake-image", ref,
+         "-p", "no:cacheprovider", "-q", "-rs"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
         env={k: v for k, v in os.environ.items() if k != "BAKE_IMAGE"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-6000:]
-    assert " 0 failed" not in proc.stdout and " passed" in proc.stdout, proc.stdout[-3000:]
-
-
-def test_wheel_change_neither_refetches_nor_repushes_the_asset_layer(
-    standin: Path,
-    vllm_env: dict[str, str],
-    built: dict[str, str],
-    asset_layer: str,
-    client: docker_sdk.DockerClient,
-) -> None:
-    job = standin / "vllm/assets_job.py"
-    job.write_text(job.read_text() + "\n# a change to the wheel\n")
-    ref = f"{vllm_env['IMAGE_TAG'].rsplit(':', 1)[0]}:commit-2"
-    proc = vllm_bake(
-        standin, {**vllm_env, "IMAGE_TAG": ref}, "--set", "test-rocm-ci.output=type=docker", "test-rocm-ci"
+    assert (
+        " passed" in proc.stdout and "not applicable: no dev.bake.assets.manifest-digest label" in proc.stdout
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "fetch-assets" not in proc.stderr  # bake's fetch stage is not in this graph at all
-    assert layers(client, ref)[-1] != layers(client, built["test"])[-1]  # the wheel did change
-    assert asset_layer in layers(client, ref)
-    repo, tag = ref.rsplit(":", 1)
-    short = asset_layer.removeprefix("sha256:")[:12]
-    states = [
-        e.get("status", "")
-        for e in client.images.push(repo, tag=tag, stream=True, decode=True)
-        if e.get("id") == short
+
+
+# ---- no cache leak ---------------------------------------------------------------------------
+
+
+def test_removing_bakes_lines_leaves_no_asset_even_right_after_a_build_with_them(
+    history: History, site: Site, client: docker_sdk.DockerClient, tmp_path: Path
+) -> None:
+    leak = Site(tmp_path / "vllm", site.prefix, site.env)
+    shutil.copytree(site.root, leak.root)
+    tag = f"{RUN}-leak:latest"
+    build = [
+        "docker",
+        "buildx",
+        "bake",
+        "-f",
+        "docker/docker-bake-rocm.hcl",
+        "--set",
+        f"ci-base-rocm.tags={tag}",
+        "ci-base-rocm",
     ]
-    assert states and (states[-1] == "Layer already exists" or states[-1].startswith("Mounted from")), states
+    probe = [
+        "sh",
+        "-c",
+        "find /opt/bake /usr/local/bin/tini /usr/local/bin/bake-entrypoint 2>/dev/null; true",
+    ]
+    try:
+        ok(run(build, leak.root, leak.env))
+        with_lines = client.containers.run(
+            tag, probe, entrypoint=[], network_mode="none", remove=True
+        ).decode()
+        assert "/opt/bake/assets/bake.lock.json" in with_lines
+        dockerfile = leak.root / DOCKERFILE
+        lines = dockerfile.read_text().splitlines(keepends=True)
+        kept = [line for line in lines if not line.startswith("# bake:") and site.prefix not in line
+                and not line.startswith('ENTRYPOINT ["tini", "--", "bake-entrypoint"]')]  # fmt: skip
+        assert len(lines) - len(kept) == 5, "bake's lines: two comments, two COPY lines and the ENTRYPOINT"
+        dockerfile.write_text("".join(kept))
+        assert "bake" not in dockerfile.read_text().split("AS ci_base", 1)[1].split("FROM ", 1)[0]
+        ok(run(build, leak.root, leak.env))
+        without = client.containers.run(tag, probe, entrypoint=[], network_mode="none", remove=True).decode()
+        assert without == "", f"assets or bake's runtime leaked into the image from the cache: {without}"
+    finally:
+        client.images.remove(tag, force=True)
 
 
-@pytest.fixture
-def fresh_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[docker_sdk.DockerClient]:
+# ---- every other target builds without bake's images -------------------------------------------
+
+# What CI builds through the wrapper, and the plain bake file's own targets.
+WRAPPED = [
+    "test-rocm-ci",
+    "smoke-test-rocm-ci",
+    "csrc-rocm-ci",
+    "rust-rocm-ci",
+    "nixl-rocm-ci",
+    "rocshmem-rocm-ci",
+    "deepep-rocm-ci",
+    "kernel-symbol-map-rocm",
+    "export-wheel-rocm",
+    "test-rocm-ci-with-artifacts",
+]
+PLAIN = ["test-rocm", "final-rocm", "export-wheel-rocm"]
+
+
+def absent_copy(site: Site, history: History, tmp: Path) -> Site:
+    """A copy of the site pinned to repositories that were never pushed (same tags and digests)."""
+    copy = Site(tmp / "vllm", site.prefix, {**site.env, "CI_BASE_IMAGE": history.steps["v1"].ci_base})
+    shutil.copytree(site.root, copy.root)
+    dockerfile = copy.root / DOCKERFILE
+    never = f"{SHARED_REGISTRY}/bake-vllm-never-pushed-{uuid.uuid4().hex[:10]}"
+    dockerfile.write_text(dockerfile.read_text().replace(site.prefix, never))
+    return copy
+
+
+def stopped_copy(site: Site, history: History, tmp: Path) -> Site:
+    """A copy of the site pinned to images in a registry of its own, which is then stopped."""
+    (tmp / "registry").mkdir()
+    try:
+        own = LocalRegistry(tmp / "registry").__enter__()
+    except FileNotFoundError as exc:
+        fail_or_skip(str(exc))
+    try:
+        copy = Site(
+            tmp / "vllm", f"{own.host}/vllm", {**site.env, "CI_BASE_IMAGE": history.steps["v1"].ci_base}
+        )
+        shutil.copytree(site.root, copy.root)
+        dockerfile = copy.root / DOCKERFILE
+        dockerfile.write_text(dockerfile.read_text().replace(site.prefix, copy.prefix))
+        copy.publish_and_pin()
+    finally:
+        own.__exit__()  # stopped by its pid; the shared registry, which holds ci_base, stays up
+    return copy
+
+
+@pytest.fixture(scope="module", params=["registry stopped", "assets image absent"])
+def unreachable(
+    request: pytest.FixtureRequest, history: History, site: Site, tmp_path_factory: pytest.TempPathFactory
+) -> Site:
+    """A copy of the site whose pins bake's images cannot serve: their registry stopped, or never had them."""
+    make = stopped_copy if request.param == "registry stopped" else absent_copy
+    return make(site, history, tmp_path_factory.mktemp("unreachable"))
+
+
+@pytest.mark.parametrize("target", WRAPPED)
+def test_every_ci_target_but_ci_base_builds_without_bakes_images(unreachable: Site, target: str) -> None:
+    ok(unreachable.wrapper(target, IMAGE_TAG=f"{unreachable.env['IMAGE_TAG']}-{uuid.uuid4().hex[:6]}"))
+
+
+@pytest.mark.parametrize("target", PLAIN)
+def test_every_plain_target_builds_without_bakes_images(unreachable: Site, target: str) -> None:
+    tags = (
+        []
+        if target == "export-wheel-rocm"
+        else ["--set", f"{target}.tags={RUN}-{target}:{uuid.uuid4().hex[:6]}"]
+    )
+    bake_file = ["docker", "buildx", "bake", "-f", "docker/docker-bake-rocm.hcl"]
+    ok(run([*bake_file, *tags, target], unreachable.root, unreachable.env))
+
+
+def test_ci_base_alone_needs_the_assets_image(site: Site, history: History, tmp_path: Path) -> None:
+    copy = absent_copy(site, history, tmp_path)
+    proc = copy.wrapper("ci-base-rocm-ci")
+    assert proc.returncode != 0, proc.stderr[-3000:]
+    assert "bake-vllm-never-pushed" in proc.stderr and "not found" in proc.stderr, proc.stderr[-3000:]
+
+
+# ---- the agent's pull ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fresh_engine(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[docker_sdk.DockerClient]:
     """A second dockerd with its own, empty data root (the main engine and its stand-ins stay untouched)."""
     dockerd = shutil.which("dockerd", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
     if dockerd is None:
@@ -244,7 +461,7 @@ def fresh_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[docker_sd
         for _ in range(300):
             assert proc.poll() is None, (work / "dockerd.log").read_text()[-3000:]
             try:
-                engine = docker_sdk.DockerClient(base_url=f"unix://{sock}", timeout=120)
+                engine = docker_sdk.DockerClient(base_url=f"unix://{sock}", timeout=300)
                 engine.ping()
                 break
             except docker_sdk.errors.DockerException:
@@ -256,23 +473,47 @@ def fresh_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[docker_sd
         shutil.rmtree(work, ignore_errors=True)
 
 
-def test_artifact_only_job_on_a_fresh_engine_gets_its_assets_offline(
-    fresh_engine: docker_sdk.DockerClient, built: dict[str, str], standin: Path
+def pull_states(engine: docker_sdk.DockerClient, ref: str) -> dict[str, list[str]]:
+    """Pull ``ref`` (``repo@digest``); return every layer's progress states, by short blob digest."""
+    repo, digest = ref.split("@")
+    states: dict[str, list[str]] = {}
+    for record in engine.api.pull(repo, tag=digest, stream=True, decode=True):
+        assert "error" not in record, record
+        if "id" in record and "status" in record:
+            states.setdefault(record["id"], []).append(record["status"])
+    return states
+
+
+def test_an_agent_pulls_ci_base_v2_without_the_asset_layer_again(
+    history: History, fresh_engine: docker_sdk.DockerClient
 ) -> None:
+    v1, v2 = history.steps["v1"].ci_base, history.steps["requirements"].ci_base
     assert fresh_engine.images.list() == []  # nothing cached: every layer comes from the registry
-    fresh_engine.images.pull(built["ci_base"])
+    (asset_diff, _) = layers(history.assets_v1)[0]
+    blob = dict(layers(v2))[asset_diff]
+    short = blob.removeprefix("sha256:")[:12]
+    first = pull_states(fresh_engine, v1)
+    assert "Pull complete" in first[short], first[short]
+    second = pull_states(fresh_engine, v2)
+    assert second[short] == ["Already exists"], f"the asset layer was fetched again: {second[short]}"
+    assert any("Pull complete" in s for k, s in second.items() if k != short), "v2 brought nothing new"
+
+
+def test_an_artifact_only_job_on_the_fresh_engine_gets_its_assets_offline(
+    history: History, site: Site, fresh_engine: docker_sdk.DockerClient
+) -> None:
+    ok(site.wrapper("test-rocm-ci-with-artifacts"))
+    ci_base = history.steps["manifest"].ci_base
+    pull_states(fresh_engine, ci_base)
     output = fresh_engine.containers.run(
-        built["ci_base"], ["sh", "-c", ASSEMBLE], network_mode="none", remove=True,
-        volumes={str(standin / "wheel-export"): {"bind": "/wheels", "mode": "ro"}},
+        ci_base, ["sh", "-c", ASSEMBLE], network_mode="none", remove=True,
+        volumes={str(site.root / "wheel-export"): {"bind": "/wheels", "mode": "ro"}},
     )  # fmt: skip
     report = json.loads(output.decode().strip().splitlines()[-1])
-    baked = {prefix: {PurePosixPath(a.path).name: a.sha256 for a in MANIFEST if a.path.startswith(prefix)}
-             for prefix in ("s3tokenizer/", "tiktoken/")}  # fmt: skip
+    baked = load_manifest(site.root / MANIFEST)
+    vocabs = {PurePosixPath(a.path).name: a.sha256 for a in baked}
+    assert len(vocabs) == 2  # the manifest change added cl100k_base
     assert report == {
         "vllm": "0.0.0+standin",
-        "found": {
-            "s3tokenizer": baked["s3tokenizer/"],
-            "TIKTOKEN_RS_CACHE_DIR": baked["tiktoken/"],
-            "TIKTOKEN_CACHE_DIR": baked["tiktoken/"],
-        },
+        "found": {"s3tokenizer": {}, "TIKTOKEN_RS_CACHE_DIR": vocabs, "TIKTOKEN_CACHE_DIR": vocabs},
     }

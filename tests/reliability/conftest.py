@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.image import fail_or_skip
 
 # The image under test, resolved (and failed under CI=true when missing) exactly as tests/image does.
 from tests.image.conftest import image, run  # noqa: F401
@@ -22,6 +28,30 @@ settings.register_profile("thorough", max_examples=800, **_PROPERTY_SETTINGS)
 settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") == "true" else "dev")
 )
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Callable[..., Path]]:
+    """``tmpfs(name, SIZE_OR_OPTION, ...)``: a tmpfs at tmp_path/name, unmounted afterwards.
+
+    An int is its size in bytes; strings are mount options (``ro``, ``nr_inodes=5``).
+    A filesystem of the test's own: a full one never touches the machine's disk.
+    """
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        fail_or_skip("mounting a tmpfs needs root and mount(8)")
+    mounted: list[Path] = []
+
+    def mount(name: str, *options: int | str) -> Path:
+        where = tmp_path / name
+        where.mkdir(exist_ok=True)
+        spec = ",".join(f"size={o}" if isinstance(o, int) else o for o in options)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", spec, "tmpfs", str(where)], check=True)
+        mounted.append(where)
+        return where
+
+    yield mount
+    for where in reversed(mounted):
+        subprocess.run(["umount", str(where)], check=True)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:

@@ -6,15 +6,12 @@ there is room a rerun completes from what the cache already holds.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.image import fail_or_skip
 from tests.mirror import Mirror
 
 from . import INDEX_FILES, KIB, MIB, asset_entry, bake, blob, error_text, files_under, manifest_text, sha256
@@ -26,25 +23,6 @@ BIG = blob(3 * MIB + 123, "big")  # not page-aligned: the message must give the 
 
 def pages(n: int) -> int:
     return -(-n // PAGE) * PAGE
-
-
-@pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator[Callable[[str, int], Path]]:
-    """``tmpfs(name, size)``: a tmpfs of ``size`` bytes mounted at tmp_path/name, unmounted afterwards."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        fail_or_skip("mounting a tmpfs needs root and mount(8)")
-    mounted: list[Path] = []
-
-    def mount(name: str, size: int) -> Path:
-        where = tmp_path / name
-        where.mkdir()
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True)
-        mounted.append(where)
-        return where
-
-    yield mount
-    for where in reversed(mounted):
-        subprocess.run(["umount", str(where)], check=True)
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,12 @@ or has a subdirectory it cannot write is a failed fetch (exit 3). Each message n
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.image import fail_or_skip
 from tests.mirror import Mirror
 
 from . import KIB, asset_entry, bake, blob, error_text, files_under, manifest_text, sha256
@@ -27,25 +25,6 @@ def fetch(tmp_path: Path, dest: Path, cache: Path, mirror: Mirror) -> subprocess
     manifest.write_text(manifest_text([asset_entry("e", "x/e.bin", DATA, mirror.url("/e.bin"))]))
     args = ["--dest", dest, "--cache-dir", cache, "--timeout", "2", "--deadline", "20"]
     return bake("fetch", "--manifest", manifest, *args)
-
-
-@pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator[Callable[..., Path]]:
-    """``tmpfs(name, OPTION, ...)``: a tmpfs at tmp_path/name with these options, unmounted afterwards."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        fail_or_skip("mounting a tmpfs needs root and mount(8)")
-    mounted: list[Path] = []
-
-    def mount(name: str, *options: str) -> Path:
-        where = tmp_path / name
-        where.mkdir(exist_ok=True)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(options), "tmpfs", str(where)], check=True)
-        mounted.append(where)
-        return where
-
-    yield mount
-    for where in reversed(mounted):
-        subprocess.run(["umount", str(where)], check=True)
 
 
 @pytest.fixture

@@ -1,8 +1,9 @@
-"""Properties over hostile manifests, arguments and server answers, found by hypothesis.
+"""Properties over hostile manifests, arguments, server and Hub answers, and adds at once, by hypothesis.
 
-The invariant is stated once (``check_invariant``): the real ``bake fetch`` exits 0, 2 or 3,
+The invariant is stated once (``check_invariant``): the real ``bake`` exits 0, 2 or 3,
 never prints a traceback, and creates nothing outside the places it was told to write
-(--dest, the cache, the --json report). hypothesis then searches for inputs that break it.
+(--dest, the cache, the --json report, the manifest). hypothesis then searches for inputs
+that break it.
 The profile (tests/reliability/conftest.py) bounds the examples; CI runs a fixed seed.
 """
 
@@ -22,7 +23,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from . import bake_command, blob, cli_env, manifest_text
+from bake.manifest import parse_manifest
+from tests.hub_server import LoopbackHub
+from tests.mirror import Mirror
+
+from . import bake_command, blob, cli_env, manifest_text, sha256
 
 PAYLOAD = blob(3000, "properties")
 PAYLOAD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -67,12 +72,22 @@ def created_files(root: Path, before: set[Path]) -> list[Path]:
 
 def run_fetch(box: Sandbox, *args: str, env: dict[str, str] | None = None):
     """Run ``bake fetch ARGS`` in the sandbox with its cache and HOME inside it; check the invariant."""
+    return run_bake(box, "fetch", *args, env=env)
+
+
+def run_bake(box: Sandbox, *argv: str, env: dict[str, str] | None = None):
+    """Run ``bake ARGV`` in the sandbox with its cache, HOME and TMPDIR inside it; check the invariant."""
     before = set(box.root.rglob("*"))
     box.allow("xdg-cache")
+    (box.root / "tmp").mkdir(exist_ok=True)
+    sandboxed = {
+        "XDG_CACHE_HOME": str(box.work / "xdg-cache"),
+        "HOME": str(box.work),
+        "TMPDIR": str(box.root / "tmp"),
+    }
     result = subprocess.run(
-        bake_command("fetch", *args),
-        env=cli_env({"XDG_CACHE_HOME": str(box.work / "xdg-cache"), "HOME": str(box.work), **(env or {})}),
-        cwd=box.work, capture_output=True, text=True, timeout=60, check=False,
+        bake_command(*argv), env=cli_env({**sandboxed, **(env or {})}),
+        cwd=box.work, capture_output=True, text=True, timeout=90, check=False,
     )  # fmt: skip
     check_invariant(box, result, before)
     return result
@@ -340,3 +355,156 @@ def test_any_arguments_end_in_a_contract_exit(
     box.allow(*(options[o] for o in ("--dest", "--cache-dir", "--json") if o in options))
     argv = [part for option, value in [*options.items(), *rare] for part in (option, value)]
     run_fetch(box, *FAST, "--manifest", "assets.toml", *argv, *flags)
+
+
+# ---- a hostile Hub --------------------------------------------------------------------------------
+
+HUB_FILES = {"config.json": b'{"a": 1}\n', "tok/vocab.txt": b"a\nb\n", "same.json": b'{"a": 1}\n'}
+HUB_WEIGHTS = blob(40_000, "properties-hub")
+HUB_TEXT = st.one_of(
+    st.sampled_from(
+        ["../x", "../../../../escape", "/abs", "a\nb", "a\\b", "", ".", "x" * 300, "a/./b", "%2e%2e/x", "~"]
+    ),
+    st.text(max_size=16),
+)
+HUB_VALUE = st.one_of(
+    HUB_TEXT,
+    st.integers(min_value=-(2**64), max_value=2**64),
+    st.none(),
+    st.booleans(),
+    st.lists(st.integers(), max_size=2),
+    st.sampled_from(["a" * 40, "b" * 64, "A" * 40]),
+)
+HOSTILE_ANSWERS = st.fixed_dictionaries(
+    {},
+    optional={
+        "commit": HUB_VALUE,
+        "etag": HUB_VALUE,
+        "linked_size": HUB_VALUE,
+        "size": HUB_VALUE,
+        "blob": HUB_VALUE,
+        "lfs_sha256": HUB_VALUE,
+        "paths": st.dictionaries(st.sampled_from([*HUB_FILES, "w.bin"]), HUB_TEXT, max_size=2),
+        "listing": st.sampled_from(["loop", "endless"]),
+        "extra_entries": st.lists(
+            st.dictionaries(st.sampled_from(["type", "path", "size", "oid", "lfs"]), HUB_VALUE, max_size=5),
+            max_size=2,
+        ),
+    },
+)
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[tuple[LoopbackHub, str]]:
+    """A loopback Hub serving one repository, and an honest manifest pinning it (downloader bake)."""
+    with tempfile.TemporaryDirectory(prefix="bake-properties-hub-") as top:
+        server = LoopbackHub(Path(top))
+        server.commit("org/prop", {**HUB_FILES, "w.bin": (HUB_WEIGHTS, True)})
+        with server:
+            manifest = Path(top) / "pinned.toml"
+            env = cli_env({"HF_ENDPOINT": server.endpoint, "XDG_CACHE_HOME": str(Path(top) / "xdg")})
+            added = subprocess.run(
+                bake_command("add", "hf://org/prop", "--manifest", manifest), env=env, capture_output=True,
+                text=True, timeout=60, check=False,
+            )  # fmt: skip
+            assert added.returncode == 0, added.stderr
+            yield server, manifest.read_text()
+
+
+@settings(max_examples=max(5, settings().max_examples // 2))
+@given(answers=HOSTILE_ANSWERS, downloader=st.sampled_from(["bake", "huggingface_hub"]))
+@example(answers={"etag": "../../../../escape"}, downloader="huggingface_hub")
+@example(answers={"commit": "../../../escape"}, downloader="bake")
+@example(answers={"paths": {"w.bin": "../w.bin"}}, downloader="huggingface_hub")
+def test_hostile_hub_answers_end_in_a_contract_exit(sandboxes, hub, answers: dict, downloader: str) -> None:
+    """Whatever the Hub answers, `bake add hf://` and `bake fetch` (either downloader) write nothing outside.
+
+    Exit 0, 2 or 3 and no traceback (check_invariant); what add accepted is a valid manifest;
+    what fetch installed verifies.
+    """
+    server, pinned = hub
+    server.hostile("org/prop", page_size=2, **answers)
+    box = sandboxes()
+    env = {"HF_ENDPOINT": server.endpoint, "HF_HUB_DISABLE_XET": "1", "HF_HOME": str(box.root / "hf-home")}
+    box.allow("added.toml")
+    added = run_bake(box, "add", "hf://org/prop", "--manifest", "added.toml", *FAST, env=env)
+    if added.returncode == 0:  # what was accepted is a valid manifest
+        parse_manifest((box.work / "added.toml").read_text(), allow_http=True)
+    if downloader != "bake":
+        pinned = pinned.replace('commit = "', f'downloader = "{downloader}"\ncommit = "')
+    (box.work / "pinned.toml").write_text(pinned)
+    box.allow("dest")
+    fetched = run_bake(box, "fetch", "--manifest", "pinned.toml", "--dest", "dest", *FAST, env=env)
+    if fetched.returncode == 0:  # whatever landed is what the manifest pins
+        assert run_bake(box, "verify", "--manifest", "pinned.toml", "--dest", "dest").returncode == 0
+
+
+# ---- two adds at once -----------------------------------------------------------------------------
+
+ADD_FILES = {n: blob(300_000 + i, f"properties-add-{n}") for i, n in enumerate("abc")}
+ADD_PATHS = ["data/x.bin", "data/y.bin", "other/x.bin", "data/z.bin"]
+ONE_ADD = st.tuples(st.sampled_from(sorted(ADD_FILES)), st.sampled_from(ADD_PATHS))
+
+
+@pytest.fixture(scope="module")
+def slow_mirror() -> Iterator[Mirror]:
+    """Files served slowly enough that two adds started together overlap."""
+    with Mirror({f"/{n}.bin": d for n, d in ADD_FILES.items()}, rate=1024 * 1024) as m:
+        yield m
+
+
+@settings(max_examples=max(5, settings().max_examples // 2))
+@given(pair=st.tuples(ONE_ADD, ONE_ADD), via_link=st.booleans())
+@example(pair=(("a", "data/x.bin"), ("b", "data/y.bin")), via_link=False)
+@example(pair=(("a", "data/x.bin"), ("b", "other/x.bin")), via_link=True)
+def test_two_adds_at_once_keep_every_entry_that_was_added(
+    sandboxes, slow_mirror: Mirror, pair: tuple, via_link: bool
+) -> None:
+    """Both exit 0 and both entries are there, or one is refused (exit 2: a name or path taken).
+
+    No entry that an add reported is ever lost, the manifest stays valid, and a link stays a link.
+    """
+    box = sandboxes()
+    real = box.work / "real.toml"
+    real.write_text(manifest_text([good_asset(box)]))
+    target = box.work / "link.toml" if via_link else real
+    if via_link:
+        target.symlink_to(real)
+    box.allow("real.toml", "link.toml")
+    before = set(box.root.rglob("*"))
+    procs = [
+        subprocess.Popen(
+            bake_command(
+                "add",
+                slow_mirror.url(f"/{name}.bin"),
+                "--path",
+                path,
+                "--manifest",
+                target,
+                "--cache-dir",
+                box.work / "xdg-cache" / str(i),
+            ),
+            env=cli_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i, (name, path) in enumerate(pair)
+    ]
+    results = [subprocess.CompletedProcess(p.args, p.wait(timeout=90), *p.communicate()) for p in procs]
+    box.allow("xdg-cache")
+    for result in results:
+        check_invariant(box, result, before)
+    entries = {a.path: a.sha256 for a in parse_manifest(real.read_text(), allow_http=True)}
+    added = {
+        path: sha256(ADD_FILES[name])
+        for (name, path), r in zip(pair, results, strict=True)
+        if r.returncode == 0
+    }
+    assert entries == {"a/payload.bin": PAYLOAD_SHA, **added}, [r.stderr for r in results]
+    assert added, "at least one add lands"
+    for result in results:
+        assert result.returncode in (0, 2), result.stderr
+        if result.returncode == 2:
+            assert "already used" in result.stderr
+    assert target.is_symlink() == via_link

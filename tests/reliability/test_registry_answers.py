@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bake.assets_image import exists
+from bake.assets_image import registry_digest
 from bake.errors import BuildError
 from tests.registries import (
     PASSWORD,
@@ -32,7 +32,7 @@ SHA_A = "a" * 64
 def test_a_registry_that_cannot_answer_is_a_build_error_not_a_missing_image(engine: None) -> None:
     ref = f"127.0.0.1:{free_port()}/bake-assets:{SHA_A}"
     with pytest.raises(BuildError, match="connection refused") as caught:
-        exists(ref)
+        registry_digest(ref)
     assert ref in str(caught.value) and "reachable" in str(caught.value)
 
 
@@ -61,20 +61,20 @@ def test_only_a_definite_answer_means_missing(
     with AnsweringRegistry(**answer) as registry:
         ref = f"{registry.host}/bake-assets:{SHA_A}"
         with pytest.raises(BuildError) as caught:
-            exists(ref)
+            registry_digest(ref)
     assert says in str(caught.value) and ref in str(caught.value)
 
 
 def test_a_registry_that_wants_a_login_says_so(auth_registry: AuthRegistry, docker_config: Path) -> None:
     ref = f"{auth_registry.host}/bake-assets:{SHA_A}"
     with pytest.raises(BuildError) as caught:
-        exists(ref)
+        registry_digest(ref)
     assert f"docker login {auth_registry.host}" in str(caught.value)
     assert docker_login(auth_registry.host, "wrong").returncode != 0
     assert docker_login(auth_registry.host).returncode == 0
-    assert exists(ref) is False
+    assert registry_digest(ref) is None
     push_manifest(ref, (USER, PASSWORD))
-    assert exists(ref) is True
+    assert registry_digest(ref) is not None
 
 
 def test_refused_credentials_are_an_auth_failure(auth_registry: AuthRegistry, docker_config: Path) -> None:
@@ -82,5 +82,5 @@ def test_refused_credentials_are_an_auth_failure(auth_registry: AuthRegistry, do
     auth = base64.b64encode(f"{USER}:rotated".encode()).decode()
     (docker_config / "config.json").write_text(json.dumps({"auths": {auth_registry.host: {"auth": auth}}}))
     with pytest.raises(BuildError, match="refused the credentials") as caught:
-        exists(f"{auth_registry.host}/bake-assets:{SHA_A}")
+        registry_digest(f"{auth_registry.host}/bake-assets:{SHA_A}")
     assert f"docker login {auth_registry.host}" in str(caught.value)

@@ -2,27 +2,27 @@
 # Run from the stand-in's root, as vLLM runs it from its repository root:
 #   docker buildx bake -f docker/docker-bake-rocm.hcl                  # test-rocm (default)
 #   docker buildx bake -f docker/docker-bake-rocm.hcl -f docker/ci-rocm.hcl test-rocm-ci
-# bake's overlay adds the asset layer without touching this file:
-#   docker buildx bake -f docker/docker-bake-rocm.hcl -f docker/ci-rocm.hcl -f bake-rocm.hcl …
+# CI goes through .buildkite/scripts/ci-bake-rocm.sh, which adds its own -f files.
+# Nothing here knows about bake: its layer is two pinned COPY lines in Dockerfile.rocm's ci_base.
 
 variable "BASE_IMAGE" {
-  description = "ROCm base (Dockerfile default: rocm/vllm-dev:base)."
+  description = "ROCm base (Dockerfile default: rocm/vllm-dev:base); the tests pass the debootstrap stand-in."
   default     = null
-}
-
-variable "CI_BASE_IMAGE" {
-  description = "The published ci_base the test stage starts from."
-  default     = "rocm/vllm-dev:ci_base"
-}
-
-variable "CI_BASE_CONTENT_HASH" {
-  description = "Hash of the files that decide ci_base (tools/ci-base-content-hash.sh), kept as a label."
-  default     = ""
 }
 
 variable "COMMIT" {
   description = "The commit being built, for the OCI revision label."
   default     = ""
+}
+
+variable "CI_BASE_CONTENT_HASH" {
+  description = "Hash of what decides ci_base; computed by the CI wrapper and kept as a label."
+  default     = ""
+}
+
+variable "CI_BASE_IMAGE" {
+  description = "The published ci_base the test stage starts from."
+  default     = "rocm/vllm-dev:ci_base"
 }
 
 group "default" {
@@ -38,9 +38,16 @@ target "_common-rocm" {
   }
 }
 
-target "_labels" {
+target "_labels-common" {
   labels = {
-    "org.opencontainers.image.title"    = "vLLM ROCm (stand-in)"
+    "org.opencontainers.image.title"       = "vLLM ROCm (stand-in)"
+    "org.opencontainers.image.description" = "bake's stand-in for vLLM's ROCm images"
+  }
+}
+
+target "_labels" {
+  inherits = ["_labels-common"]
+  labels = {
     "org.opencontainers.image.revision" = COMMIT
   }
 }
@@ -54,7 +61,7 @@ target "test-rocm" {
 
 # ci_base alone, labelled with its content hash so CI can tell when it must be rebuilt.
 target "ci-base-rocm" {
-  inherits = ["_common-rocm"]
+  inherits = ["_common-rocm", "_labels-common"]
   target   = "ci_base"
   labels = {
     "vllm.ci_base.content_hash" = CI_BASE_CONTENT_HASH

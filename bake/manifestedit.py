@@ -1,0 +1,65 @@
+"""Editing a manifest in place: a symlink's target, under a lock, re-read inside it, replaced atomically.
+
+``bake add`` fetches first (which may take minutes) and edits after, so two adds into one
+manifest overlap. The edit is short and serialised: each takes the lock, reads the manifest
+as it is now (with the other add's entry, if that one finished first), appends, and
+replaces the file by a rename. The lock is a flock on the manifest's directory: a lock
+on the file itself would be left behind on the old inode by the rename, and a lock file
+would be one more file in the user's repository.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from bake import atomic
+from bake.errors import UsageError
+
+LOCK_WAIT = 60.0  # seconds; another add holds the lock for a read and a write, not for its download
+
+
+def target_of(path: Path) -> Path:
+    """The file an edit of ``path`` must change: the target of a symlink (at any depth), else ``path``."""
+    return Path(os.path.realpath(path))
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[Path]:
+    """Hold the edit lock of manifest ``path``; yields the file to read and replace (a link's target).
+
+    Raises UsageError when the directory cannot be locked, or another edit holds it past LOCK_WAIT.
+    """
+    target = target_of(path)
+    try:
+        fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise UsageError(
+            f"--manifest {path}: cannot open its directory {target.parent}: {exc.strerror}"
+        ) from None
+    try:
+        give_up = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > give_up:
+                    raise UsageError(
+                        f"--manifest {path}: another bake add has held the lock on {target.parent} for "
+                        f"{LOCK_WAIT:g} s; let it finish (or stop it), then run this again"
+                    ) from None
+                time.sleep(0.02)
+        yield target
+    finally:
+        os.close(fd)
+
+
+def replace(target: Path, text: str) -> None:
+    """Replace ``target`` with ``text`` by a rename, keeping its mode (0644 for a new file)."""
+    mode = target.stat().st_mode & 0o7777 if target.exists() else 0o644
+    atomic.write_file(target, text.encode("utf-8"), mode=mode)

@@ -1,0 +1,73 @@
+"""Messages that used to send users the wrong way (issue 17's list): each now names what is true.
+
+``bake doctor`` suggested options it does not have; ``bake build`` outside git suggested a path
+it does not take; ``manifest check`` said "none is declared" beside a declared consumer;
+``--dst`` was reported only as "--dest required".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.runners import bake
+
+DECLARED = """\
+[[consumer]]
+name = "whisper"
+locations = ["${XDG_CACHE_HOME:-$HOME/.cache}/whisper"]
+
+[[asset]]
+name = "base"
+path = "whisper/base.pt"
+sha256 = "%s"
+urls = ["https://example.org/base.pt"]
+""" % ("0" * 64)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["fetch", "--dst", "out"], "unknown option --dst (did you mean --dest?)"),
+        (["verify", "--dest", "d", "--dst", "x"], "unknown option --dst (did you mean --dest?)"),
+        (["fetch", "--des", "out"], "unknown option --des (did you mean --dest?)"),
+        (
+            ["pin", "--repo", "r.example/x", "Dockerfile"],
+            "unknown option --repo (did you mean --repository?)",
+        ),
+        (
+            ["cache", "prune", "--max-ag", "3"],
+            "bake cache prune: unknown option --max-ag (did you mean --max-age?)",
+        ),
+    ],
+    ids=["missing required too", "only unknown", "no abbreviations", "publish and pin", "nested command"],
+)
+def test_a_misspelt_option_is_named_with_the_closest_real_one(
+    args: list[str], says: str, tmp_path: Path
+) -> None:
+    proc = bake(*args, cwd=tmp_path)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_build_outside_git_suggests_what_build_takes(tmp_path: Path) -> None:
+    proc = bake("build", cwd=tmp_path, env={"GIT_CEILING_DIRECTORIES": str(tmp_path)})
+    assert proc.returncode == 4, proc.stderr
+    assert "cd into one" in proc.stderr and "pass the work tree's path" not in proc.stderr
+
+
+def test_manifest_check_names_the_declared_consumer(tmp_path: Path) -> None:
+    manifest = tmp_path / "assets.toml"
+    manifest.write_text(DECLARED)
+    proc = bake("manifest", "check", "--manifest", str(manifest), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "none is declared" not in proc.stdout
+    assert "the declared consumer(s) whisper carry no table" in proc.stdout
+
+
+def test_doctor_without_a_lock_names_its_own_option(tmp_path: Path) -> None:
+    proc = bake("doctor", "--assets", str(tmp_path / "nowhere"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "point --assets (or BAKE_ASSETS) at a baked asset root" in proc.stderr
+    assert "--manifest" not in proc.stderr and "--dest" not in proc.stderr
