@@ -18,7 +18,8 @@
 #   the container's own filesystem (nothing there, an empty directory, a dangling
 #   link, or a directory bake made), a tmpfs, or a job-local directory: the
 #   linked view, links into $BAKE_ASSETS made whole per placement (`cp -rsT`
-#   per tree, one link for a directory the consumer never writes into).
+#   per tree, one `ln` per directory of a few files, one link for a directory
+#   the consumer never writes into).
 #   node storage: another filesystem than / that is no tmpfs (a volume, a bind
 #   mount), or a directory on / that already holds data: the copied view, a
 #   verified copy of each missing baked file (never a link into the image, and
@@ -34,7 +35,9 @@
 # Node storage is never followed through a link and never blocks: bake's
 # directories, lock and partials there are created as new entries (mkdir,
 # O_EXCL, mktemp); a link, FIFO or device at one of those names, or at a baked
-# name, is never opened: that location is served job-local, with a warning.
+# name, is never opened: that location is served job-local, with a warning. (A
+# shell cannot open without following: an existing lock is looked at just before
+# it is opened; a name swapped in between is the one gap left.)
 #
 # Environment: BAKE_ASSETS, BAKE_VERIFY=1 (sha256sum -c first, and a hash of the
 # node copies served; exit 3 on a mismatch), BAKE_REQUIRE=1 (exit 6 if any
@@ -498,6 +501,14 @@ _fs_kind() { # $1 existing path: sets _kind to own (the container's own filesyst
 	case $type in 1021994 | 01021994 | 858458f6) _kind=tmpfs ;; esac
 }
 
+_was_job_local() { # $1 directory: succeed when an entrypoint made it job-local: ${TMPDIR:-/tmp}/bake-VAR.*
+	local tmp="${TMPDIR:-/tmp}" name
+	case $tmp in /*) ;; *) tmp=$PWD/$tmp ;; esac
+	case $1 in "$tmp"/bake-*) ;; *) return 1 ;; esac
+	name=${1#"$tmp"/}
+	case $name in */* | *[!A-Za-z0-9_.-]*) return 1 ;; esac # a job-local directory itself, by its own name
+}
+
 _is_job_local() { # $1 path: succeed when it is in a job-local directory of this job
 	local name
 	case $1 in "$_jobtmp"/bake-*) ;; *) return 1 ;; esac
@@ -507,15 +518,14 @@ _is_job_local() { # $1 path: succeed when it is in a job-local directory of this
 	return 1
 }
 
-_job_dir() { # $1 variable, $2 bake's state to make in it, or empty: sets _made to a fresh private directory
-	local tmp="${TMPDIR:-/tmp}" state="${2:-}"
+_job_dir() { # $1 variable: sets _made to a fresh private directory for it under ${TMPDIR:-/tmp}
+	local tmp="${TMPDIR:-/tmp}"
 	case $tmp in /*) ;; *) tmp=$PWD/$tmp ;; esac
-	case $state in */*) state='' ;; esac # one component only: a nested one is made with the tree
 	_jobcount=$((_jobcount + 1))
-	# One process makes both, as new entries: mkdir never follows a link at the name it makes, and a
-	# name someone took (this pid's, in another container sharing TMPDIR) falls back to mktemp.
+	# A new entry: mkdir never follows a link at the name it makes, and a name someone took (this
+	# pid's, in another container sharing TMPDIR) falls back to mktemp.
 	_made=$tmp/bake-$1.$$.$_jobcount
-	if ! mkdir -m 0700 -- "$_made" ${state:+"$_made/$state"} 2>/dev/null; then
+	if ! mkdir -m 0700 -- "$_made" 2>/dev/null; then
 		_made=$(mktemp -d "$tmp/bake-$1.XXXXXX" 2>/dev/null) || _made=''
 	fi
 	[ -n "$_made" ] && [ -d "$_made" ] || return 1
@@ -612,7 +622,9 @@ _stat_listing() { # $1 directory, $2 consumer, $3 view: one stat line per served
 	if [ "$3" = linked ]; then
 		_awk "$2" "$3" names | (cd -- "$1" && LC_ALL=C xargs -0 -r stat -L -c "$format" -- 2>/dev/null) || :
 	else
-		_awk "$2" "$3" names | (cd -- "$1" && LC_ALL=C xargs -0 -r stat -c "$format$_tab%N" -- 2>/dev/null) || :
+		# %N is "'NAME' -> 'TARGET'" for a link; GNU stat quotes as QUOTING_STYLE says, so it is pinned.
+		_awk "$2" "$3" names |
+			(cd -- "$1" && LC_ALL=C QUOTING_STYLE=shell-always xargs -0 -r stat -c "$format$_tab%N" -- 2>/dev/null) || :
 	fi
 }
 
@@ -645,18 +657,48 @@ _prove() { # $1 directory, $2 consumer, $3 view: succeed when every file of the 
 
 # --- the linked view: links into the image, in a constant number of processes
 
-_mkdirs() { # $1 directory, $2 consumer, $3 views to make (both, or both and copied): mkdir -p them, and bake's state
-	local dir="$1" views="$3" entry IFS
+_mkdirs() { # $1 directory, $2 consumer, $3 views to make (both, or both and copied), $4 1 for bake's state too
+	local dir="$1" views="$3" state_too="${4:-}" entry IFS
 	_set_of "$2"
 	_parts dir "$2"
 	set --
-	[ -d "$dir/$_state" ] || set -- "$dir/$_state"
+	[ -z "$state_too" ] || [ -d "$dir/$_state" ] || set -- "$dir/$_state"
 	IFS=$_nl
 	for entry in $_list; do
 		case $views:${entry%%"$_tab"*} in both:copied) continue ;; esac
 		[ -d "$dir/${entry#*"$_tab"}" ] || set -- "$@" "$dir/${entry#*"$_tab"}"
 	done
 	[ $# -eq 0 ] || mkdir -p -- "$@" 2>/dev/null || :
+}
+
+_placed_one() { # $1 directory, $2 consumer: succeed when one of its links into the image is there: bake made it
+	local dir="$1" entry source dest IFS
+	_parts place "$2"
+	IFS=$_nl
+	for entry in $_list; do
+		[ "${entry%%"$_tab"*}" = link ] || continue
+		source=${entry#*"$_tab"}
+		dest=$dir/${source#*"$_tab"}
+		source=$_assets/${source%%"$_tab"*}
+		[ -L "$dest" ] && [ "$dest" -ef "$source" ] && return 0
+	done
+	return 1
+}
+
+_in_place() { # $1 directory, $2 consumer: succeed when its placements (no tree among them) are all there, no process started
+	local dir="$1" entry how source dest IFS
+	_parts place "$2"
+	case $_nl$_list in *"${_nl}tree$_tab"*) return 1 ;; esac
+	IFS=$_nl
+	for entry in $_list; do
+		how=${entry%%"$_tab"*}
+		source=${entry#*"$_tab"}
+		dest=$dir/${source#*"$_tab"}
+		source=$_assets/${source%%"$_tab"*}
+		# A link into the image (the same file), or the copy a consumer may have rewritten since.
+		if [ "$how" = link ]; then [ -L "$dest" ] && [ "$dest" -ef "$source" ] || return 1; fi
+		if [ "$how" = copy ]; then [ -f "$dest" ] || return 1; fi
+	done
 }
 
 _place() { # $1 directory, $2 consumer: make every placement; succeed when each made all it had to
@@ -700,27 +742,31 @@ _place() { # $1 directory, $2 consumer: make every placement; succeed when each 
 }
 
 _linked() { # $1 directory, $2 consumer, $3 1 for a fresh job-local one: serve the linked view; returns a status
-	local dir="$1" state proven=''
+	local dir="$1" state proven='' tree=''
 	_set_of "$2"
 	state=$_state
-	if [ -z "$3" ] && [ -f "$dir/$state/links" ]; then
+	_parts place "$2"
+	# Only a whole tree needs bake's state there: its marker and stamp (the other placements
+	# prove themselves, with no process started). A job-local directory never does.
+	case $_nl$_list in *"${_nl}tree$_tab"*) [ -n "$3" ] || tree=1 ;; esac
+	if [ -n "$tree" ] && [ -f "$dir/$state/links" ]; then
 		# Made before: proved as it is first, so that a start that changes nothing writes nothing.
 		_stamp_begin "$dir" "$2"
 		if _prove "$dir" "$2" linked || { _place "$dir" "$2" || _prove "$dir" "$2" linked; }; then proven=1; fi
 	else
 		# The marker first: a job starting beside this one, or this job's runner starting again
 		# with the variables it exported, sees a directory bake makes.
-		_mkdirs "$dir" "$2" both
-		printf '' 2>/dev/null >>"$dir/$state/links" || :
+		_mkdirs "$dir" "$2" both "$tree"
+		[ -z "$tree" ] || printf '' 2>/dev/null >>"$dir/$state/links" || :
 		# A placement that made every link itself is its own proof; else one stat for all files.
 		if _place "$dir" "$2"; then
-			[ -n "$3" ] || _stamp_new "$dir" "$2" linked
+			[ -z "$tree" ] || _stamp_new "$dir" "$2" linked
 			return "$_SERVED"
 		fi
-		[ -n "$3" ] || _stamp_begin "$dir" "$2"
+		[ -z "$tree" ] || _stamp_begin "$dir" "$2"
 		! _prove "$dir" "$2" linked || proven=1
 	fi
-	[ -n "$3" ] || _stamp_end "$dir" "$2" linked "$proven"
+	[ -z "$tree" ] || _stamp_end "$dir" "$2" linked "$proven"
 	[ -z "$proven" ] || return "$_SERVED"
 	if [ -n "$3" ]; then
 		_reason="a job-local directory that could not be filled (no space in ${TMPDIR:-/tmp}?)"
@@ -992,8 +1038,7 @@ _where() { # $1 directory, $2 consumer: make it where that is ours to do; sets _
 			fi
 		fi
 		# mkdir -p, then a look: a concurrent job's mkdir is no failure (no check-then-act gap).
-		# bake's state with it: the location is new, and bake's own.
-		mkdir -p -- "$dir/$state" 2>/dev/null || mkdir -p -- "$dir" 2>/dev/null || :
+		mkdir -p -- "$dir" 2>/dev/null || :
 		if [ ! -d "$dir" ]; then
 			[ -e "$dir" ] && return "$_NOT_A_DIR"
 			return "$_CANNOT_MAKE"
@@ -1004,14 +1049,18 @@ _where() { # $1 directory, $2 consumer: make it where that is ours to do; sets _
 	tmpfs) _view=linked ;;
 	node) _view=copied ;;
 	*)
-		if [ -f "$dir/$state/links" ] || _empty "$dir" "$state"; then _view=linked; else _view=copied; fi
+		if [ -f "$dir/$state/links" ] || _was_job_local "$dir" || _placed_one "$dir" "$2" || _empty "$dir" "$state"; then
+			_view=linked
+		else
+			_view=copied
+		fi
 		;;
 	esac
 }
 
 _serve_at() { # $1 directory, $2 consumer: serve its files there; returns a status above
 	_reason='' _missing='' _why='' _hostile=''
-	if [ -z "$_verify" ] && _stamped "$1" "$2"; then return "$_SERVED"; fi
+	if [ -z "$_verify" ] && { _in_place "$1" "$2" || _stamped "$1" "$2"; }; then return "$_SERVED"; fi
 	if _is_job_local "$1"; then
 		_linked "$1" "$2" 1
 		return
@@ -1039,8 +1088,7 @@ _wanted() { # $1 consumer: sets _want to what a location should serve, for messa
 }
 
 _merged() { # $1 variable, $2 node directory or empty, $3 consumer: sets _made to a job-local directory serving both
-	_set_of "$3"
-	_job_dir "$1" "$_state" || return 1
+	_job_dir "$1" || return 1
 	_linked "$_made" "$3" 1 >/dev/null || return 1
 	[ -d "${2:-}" ] || return 0
 	# Then the node directory's finished files and directories whose names are free (baked files

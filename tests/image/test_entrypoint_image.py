@@ -261,7 +261,7 @@ def test_fresh_location_becomes_a_writable_directory_of_links(
     assert loc["entries"] == {
         name: f"{ASSET_ROOT}/{a.path}" for name, a in baked.items()
     }  # one link per file
-    assert loc["state"]  # and bake's hidden marker: this directory is one bake made
+    assert not loc["state"]  # a few files, each a link that proves itself: no state of bake's beside them
 
 
 # --- node storage (a bind mount, a docker volume): verified copies, never a link
