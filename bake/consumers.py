@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
+from bake import servefile
 from bake.errors import ManifestError
 from bake.hashes import sha256_file
 from bake.hub import layout as hub_layout
@@ -30,8 +31,11 @@ from bake.hubtable import HubEntry
 from bake.locations import Location, parse_location
 from bake.tables import expect_table, refuse_unknown_keys
 
-SERVE_NAME = "bake.serve"
-SERVE_HEADER = "# bake serve v1"
+SERVE_NAME = servefile.NAME
+SERVE_HEADER = servefile.HEADER
+# bake's own directory inside each location a consumer with no lock layout of its own serves:
+# its lock, stamps and partials (docs/SERVE_FORMAT.md).
+STATE = ".bake"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _CONSUMER_KEYS = {"name", "locations"}
 
@@ -157,16 +161,25 @@ class Consumer:
     def loc_ids(self) -> list[str]:
         return [f"{self.name}.{i}" for i in range(len(self.locations))]
 
-    def serve_records(self, files: Sequence[BakedFile]) -> list[tuple[str, ...]]:
-        """Return the ``loc``/``file``/``link`` records of ``bake.serve`` for the files this consumer owns.
+    def loc_records(self) -> list[servefile.Loc]:
+        """Return the ``loc`` records of this consumer's locations, each after what its FALLBACK names."""
+        return [loc.record(i, self.name) for i, loc in zip(self.loc_ids(), self.locations, strict=True)]
 
-        ``loc`` records come in dependency order (a chained FALLBACK after what it names).
+    def serve_records(self, files: Sequence[BakedFile], aliases: Mapping[str, str]) -> list[servefile.Record]:
+        """Return this consumer's records of ``bake.serve`` for the baked ``files`` it owns.
+
+        Its locations mirror its asset directory file for file, so the linked view places that
+        directory whole; ``aliases`` (link paths from the asset root, seal's) are links beside
+        the files that are not served, removed after the placement.
         """
-        records = [loc.record(i, self.name) for i, loc in zip(self.loc_ids(), self.locations, strict=True)]
-        for loc_id in self.loc_ids():
-            for f in files:
-                records.append(("file", loc_id, f.path, self.name_in_location(f.path), str(f.size), ""))
-        return records
+        served = [
+            servefile.File(self.name, "both", self.name_in_location(f.path), int(f.size or 0), f.sha256)
+            for f in files
+        ]
+        skips = [self.name_in_location(a) for a in aliases if self.owns(a)]
+        parts = servefile.tree_records(self.name, self.name, served, skips)
+        shown = servefile.shown(_shown_names(files, aliases))
+        return [*self.loc_records(), servefile.served_set(self.name, STATE, self.name, shown, parts), *parts]
 
     def doctor(self, root: Path, files: Sequence[BakedFile], environ: Mapping[str, str]) -> list[Finding]:
         """Check, offline, that each location in this environment holds each baked file."""
@@ -394,7 +407,7 @@ class Hub(Consumer):
             for name, text in hub_layout.data_files(entry).items()
         }
 
-    def serve_records(self, files: Sequence[BakedFile]) -> list[tuple[str, ...]]:
+    def serve_records(self, files: Sequence[BakedFile], aliases: Mapping[str, str]) -> list[servefile.Record]:
         return hub_layout.entry_records(self.entries)
 
     def doctor(self, root: Path, files: Sequence[BakedFile], environ: Mapping[str, str]) -> list[Finding]:
@@ -515,26 +528,41 @@ def check_manifest(assets: Sequence[AssetLike], consumers: Sequence[Consumer] = 
     return findings
 
 
-def serve_records(consumers: Sequence[Consumer], files: Sequence[BakedFile]) -> list[tuple[str, ...]]:
-    """Return every record of ``bake.serve``, in the order the format fixes.
+def _shown_names(files: Sequence[BakedFile], aliases: Mapping[str, str]) -> list[str]:
+    """How the ready line names each file: a nested file by its first two components (which
+    repository or corpus), a file with an alias link beside it by the alias (``tiktoken/o200k_base``)."""
+    alias_of = {}
+    for alias, target in aliases.items():
+        parent = PurePosixPath(alias).parent
+        alias_of[str(parent / target)] = str(parent / PurePosixPath(alias).stem)
+    names = []
+    for f in sorted(files, key=lambda f: f.path):
+        parts = f.path.split("/")
+        names.append("/".join(parts[:2]) if len(parts) > 2 else alias_of.get(f.path, f.path))
+    return names
 
-    Only consumers that own a file get ``loc`` records: a consumer with nothing
-    baked leaves its locations alone.
+
+def serve_records(
+    consumers: Sequence[Consumer], files: Sequence[BakedFile], aliases: Mapping[str, str] | None = None
+) -> list[servefile.Record]:
+    """Return every record of ``bake.serve``: each consumer's, in the table's name order.
+
+    Only consumers that own a file get records: a consumer with nothing baked leaves its
+    locations alone. ``aliases`` are seal's alias links (paths from the asset root).
     """
-    locs, served, links = [], [], []
+    records: list[servefile.Record] = []
     for consumer in sorted(consumers, key=lambda c: c.name):
         owned = sorted((f for f in files if consumer.owns(f.path)), key=lambda f: f.path)
-        if not owned:
-            continue
-        for record in consumer.serve_records(owned):
-            {"loc": locs, "file": served, "link": links}[record[0]].append(record)
-    return locs + sorted(served, key=lambda r: (r[1], r[3])) + sorted(links, key=lambda r: (r[1], r[2]))
+        if owned:
+            records += consumer.serve_records(owned, aliases or {})
+    return records
 
 
-def serve_text(consumers: Sequence[Consumer], files: Sequence[BakedFile]) -> str:
-    """Return ``bake.serve`` (v1, see docs/SERVE_FORMAT.md): TAB-separated records under a header line."""
-    records = serve_records(consumers, files)
-    return SERVE_HEADER + "\n" + "".join("\t".join(r) + "\n" for r in records)
+def serve_text(
+    consumers: Sequence[Consumer], files: Sequence[BakedFile], aliases: Mapping[str, str] | None = None
+) -> str:
+    """Return ``bake.serve`` (v1, docs/SERVE_FORMAT.md) for ``files`` baked for ``consumers``."""
+    return servefile.write(serve_records(consumers, files, aliases))
 
 
 def declared_from_serve(text: str) -> list[Consumer]:
@@ -546,13 +574,17 @@ def declared_from_serve(text: str) -> list[Consumer]:
     """
     builtin = {c.name for c in BUILTINS}
     found: dict[str, list[Location]] = {}
-    for line in text.splitlines():
-        fields = line.split("\t")
-        if fields[0] != "loc" or len(fields) != 7 or fields[2] in builtin or fields[2] == "-":
+    try:
+        records = servefile.read(text).records
+    except ValueError:
+        return []
+    for loc in records:
+        if not isinstance(loc, servefile.Loc) or loc.consumer in builtin or loc.consumer == "-":
             continue
-        _, _, name, mode, var, sub, base = fields
-        if not base.startswith("@"):
-            found.setdefault(name, []).append(Location.from_record(mode, var, sub, base, {}))
+        if not loc.fallback.startswith("@"):
+            found.setdefault(loc.consumer, []).append(
+                Location.from_record(loc.mode, loc.var, loc.sub, loc.fallback, {})
+            )
     return [Consumer(name, locs) for name, locs in found.items()]
 
 

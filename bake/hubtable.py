@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from bake import servefile
 from bake.errors import ManifestError
 from bake.tables import expect_table, refuse_unknown_keys
 
@@ -63,6 +64,11 @@ class HubEntry:
     exclude: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
     downloader: str = DEFAULT_DOWNLOADER
+
+    def __hash__(self) -> int:
+        # What names an entry (a repository is pinned once per commit); hashing its files too made
+        # every set or dict of entries cost their file count, once per blob: quadratic in all.
+        return hash((self.kind, self.repo, self.commit))
 
     @property
     def folder(self) -> str:
@@ -224,9 +230,9 @@ def parse_entry(raw: object, index: int) -> HubEntry:
 def _check_file_prefixes(files: tuple[HubFile, ...], where: str) -> None:
     paths = {f.path for f in files}
     for f in files:
-        for parent in PurePosixPath(f.path).parents:
-            if str(parent) in paths:
-                raise ManifestError(f"{where}: file {f.path!r} lies under {str(parent)!r}, which is a file")
+        for parent in servefile.parents(f.path):
+            if parent in paths:
+                raise ManifestError(f"{where}: file {f.path!r} lies under {parent!r}, which is a file")
 
 
 def parse_entries(raw: object, source: str) -> list[HubEntry]:

@@ -98,7 +98,10 @@ def add_to_index(dest: Path, extra: dict[str, tuple[int, str]]) -> None:
         return
     doc = json.loads((dest / LOCK_NAME).read_text(encoding="utf-8"))
     entries = {e["path"]: e for e in doc["assets"]}
-    entries |= {p: {"name": p, "path": p, "size": size, "sha256": sha} for p, (size, sha) in extra.items()}
+    new = {p: {"name": p, "path": p, "size": size, "sha256": sha} for p, (size, sha) in extra.items()}
+    if all(entries.get(p) == e for p, e in new.items()):
+        return  # a seal again: listed already (and the indented dump of a large lock is slow)
+    entries |= new
     doc["assets"] = [entries[p] for p in sorted(entries)]
     sums = "".join(f"{e['sha256']}  {e['path']}\n" for e in doc["assets"]).encode()
     lock = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bake import servefile
 from bake.errors import ManifestError
 
 _VAR = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -21,8 +22,6 @@ _EXPORT = re.compile(rf"^\$({_VAR})$")
 _UNDER = re.compile(rf"^\$\{{({_VAR}):-([^{{}}]*)\}}(?:/(.*))?$")
 # A plain path component: no separator, no control character, nothing a shell would expand or quote.
 _COMPONENT = re.compile(r"^[^/\x00-\x1f\x7f$`\\\"'{}]+$")
-_FORBIDDEN_VARS = ("PATH", "HOME", "IFS", "TMPDIR")
-_FORBIDDEN_PREFIXES = ("LD_", "BAKE_")
 GRAMMAR = "$VAR or ${VAR:-DEFAULT}/SUB (DEFAULT absolute or $HOME/…, SUB plain path components)"
 
 
@@ -62,12 +61,12 @@ class Location:
         base = self.default if self.fallback is None else str(self.fallback)
         return f"${{{self.var}:-{base}}}" + (f"/{self.sub}" if self.sub else "")
 
-    def record(self, loc_id: str, consumer: str, fallback_id: str | None = None) -> tuple[str, ...]:
+    def record(self, loc_id: str, consumer: str, fallback_id: str | None = None) -> servefile.Loc:
         """Return this location's ``loc`` record for ``bake.serve`` (``fallback_id``: its fallback's ID)."""
         base = f"@{fallback_id}" if self.fallback is not None else self.default or ""
-        return ("loc", loc_id, consumer, self.mode, self.var, self.sub, base)
+        return servefile.Loc(loc_id, consumer, self.mode, self.var, self.sub, base)
 
-    def records(self, loc_id: str, consumer: str, chain_ids: Mapping[str, str]) -> list[tuple[str, ...]]:
+    def records(self, loc_id: str, consumer: str, chain_ids: Mapping[str, str]) -> list[servefile.Loc]:
         """Return the ``loc`` records of its fallback chain, then its own, each after its fallback.
 
         ``chain_ids`` gives each fallback's ID by its variable; a fallback serves no file of its
@@ -103,12 +102,19 @@ class Location:
         )
 
     def resolve(self, environ: Mapping[str, str]) -> Path | None:
-        """Return the directory as the entrypoint resolves it; None for ``$VAR`` when VAR is unset or empty.
+        """Return the directory the consumer looks in under ``environ``; None for ``$VAR`` when VAR is
+        unset or empty.
 
         This is bake's one location resolver: doctor, seal and the image probes all use it.
-        A relative value resolves against the working directory, as the consumers do.
+        A relative value resolves against the working directory, as the consumers do, and so does
+        a set but empty VAR of ``${VAR:-BASE}``: the libraries read it with ``os.getenv(VAR, BASE)``
+        (huggingface_hub's constants, s3tokenizer), and "" joined to SUB is SUB. The entrypoint
+        never serves that reading: it serves BASE and exports VAR with that value, after which
+        this resolver, the library and the entrypoint agree.
         """
-        value: str | None = environ.get(self.var) or None
+        value = environ.get(self.var)
+        if value == "" and self.mode == "export":
+            value = None  # tiktoken reads an empty one as "no cache"; the entrypoint exports one
         if value is None and self.fallback is not None:
             base = self.fallback.resolve(environ)
             value = None if base is None else str(base)
@@ -163,9 +169,10 @@ def parse_location(text: object, where: str) -> Location:
                 "(no '.', '..', empty parts or expansions)"
             )
         location = Location(var, sub, default)
-    if location.var in _FORBIDDEN_VARS or location.var.startswith(_FORBIDDEN_PREFIXES):
+    if servefile.refused_var(location.var):
         raise ManifestError(
-            f"{where}: location {text!r} uses ${location.var}, which bake may not serve "
-            f"({', '.join(_FORBIDDEN_VARS)}, LD_* and BAKE_* are refused); name the library's own variable"
+            f"{where}: location {text!r} uses ${location.var}, which bake may not serve: a shell, the "
+            "dynamic loader or an interpreter reads it to decide what runs or where "
+            f"({servefile.REFUSED_TEXT} are refused); name the library's own variable"
         )
     return location

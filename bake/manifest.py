@@ -12,7 +12,7 @@ from dataclasses import field as dataclass_field
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
-from bake import consumers, hubtable
+from bake import consumers, hubtable, servefile
 from bake.errors import ManifestError
 from bake.hashes import SHA256_HEX
 from bake.tables import expect_table, refuse_unknown_keys
@@ -347,11 +347,11 @@ def _check_path_prefixes(assets: list[Asset]) -> None:
     """A path may not be a directory of another asset (a/b vs a/b/c)."""
     paths = {a.path: a.name for a in assets}
     for asset in assets:
-        for parent in PurePosixPath(asset.path).parents:
-            if str(parent) in paths:
+        for parent in servefile.parents(asset.path):
+            if parent in paths:
                 raise ManifestError(
-                    f"asset {asset.name!r}: path {asset.path!r} lies under {str(parent)!r}, "
-                    f"which is the file of asset {paths[str(parent)]!r}"
+                    f"asset {asset.name!r}: path {asset.path!r} lies under {parent!r}, "
+                    f"which is the file of asset {paths[parent]!r}"
                 )
 
 

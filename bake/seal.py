@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bake import consumers
 from bake.errors import UsageError
-from bake.index import LOCK_NAME, LockedFile, add_to_index, install_together, read_lock
+from bake.index import LOCK_NAME, add_to_index, install_together, read_lock
 from bake.manifest import Asset, Assets, declared_consumers
 
 FILE_MODE = 0o444
@@ -26,23 +26,23 @@ def alias_links(assets: list[Asset]) -> dict[str, str]:
     return links
 
 
-def serve_text(dest: Path, assets: list[Asset]) -> str:
+def serve_text(dest: Path, assets: list[Asset], links: dict[str, str] | None = None) -> str:
     """Return the ``bake.serve`` that ``seal`` writes for ``assets`` baked under ``dest``.
 
     Sizes come from the lock, which holds the verified sizes even when the
-    manifest leaves one out.
+    manifest leaves one out. ``links``: the alias links, when the caller has them already.
     """
-    sizes = {f.path: f.size for f in read_lock(dest)}
+    locked = {f.path: f for f in read_lock(dest)}
     wanted = {a.path for a in assets}
-    missing = sorted(wanted - sizes.keys())
+    missing = sorted(wanted - locked.keys())
     if missing:
         raise UsageError(
             f"{dest}: {LOCK_NAME} does not record {', '.join(missing)}; run `bake fetch` with the same "
             "manifest and groups before sealing"
         )
-    files = [LockedFile(p, sizes[p], "") for p in sorted(wanted)]
+    files = [locked[p] for p in sorted(wanted)]
     table = Assets(assets, declared_consumers(assets)).consumers()
-    return consumers.serve_text(table, files)
+    return consumers.serve_text(table, files, alias_links(assets) if links is None else links)
 
 
 def seal(dest: Path, assets: list[Asset]) -> None:
@@ -57,17 +57,18 @@ def seal(dest: Path, assets: list[Asset]) -> None:
     """
     if not (dest / LOCK_NAME).is_file():
         raise UsageError(f"{dest}: no {LOCK_NAME}; run `bake fetch` into it before sealing")
-    serve = serve_text(dest, assets).encode()
     links = alias_links(assets)
+    serve = serve_text(dest, assets, links).encode()
+    root = str(dest)
     for alias, target in links.items():
         # Worked out on the names: the link's directory may not exist yet.
-        if not Path(os.path.normpath((dest / alias).parent / target)).is_file():
+        if not os.path.isfile(os.path.normpath(os.path.join(root, os.path.dirname(alias), target))):
             raise UsageError(
                 f"{dest / alias}: its target {target} is missing; run `bake fetch` with the same manifest "
                 "and groups before sealing"
             )
     for alias, target in links.items():
-        _place_link(dest / alias, target)
+        _place_link(os.path.join(root, alias), target)
     written = {}
     for consumer in Assets(assets, declared_consumers(assets)).consumers():
         for rel, text in consumer.seal_files().items():
@@ -78,19 +79,31 @@ def seal(dest: Path, assets: list[Asset]) -> None:
     serve_path = dest / consumers.SERVE_NAME
     if not serve_path.is_file() or serve_path.read_bytes() != serve:
         install_together({serve_path: serve})
-    for path in sorted(dest.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-        if not path.is_symlink():
-            path.chmod(DIR_MODE if path.is_dir() else FILE_MODE)
+    # Children before their directory, which may already be read-only from an earlier seal.
+    for base, dirs, files in os.walk(root, topdown=False):
+        for name in files:
+            path = os.path.join(base, name)
+            if not os.path.islink(path):
+                os.chmod(path, FILE_MODE)
+        for name in dirs:
+            path = os.path.join(base, name)
+            if not os.path.islink(path):
+                os.chmod(path, DIR_MODE)
     dest.chmod(DIR_MODE)
 
 
-def _place_link(path: Path, target: str) -> None:
-    if path.is_symlink() and os.readlink(path) == target:
-        return
-    if path.is_symlink() or path.exists():
+def _place_link(path: str, target: str) -> None:
+    """One alias link at ``path``, or nothing when it is there already. Plain os calls: a Hub
+    repository of 10,000 files makes 10,000 of them."""
+    try:
+        if os.readlink(path) == target:
+            return
+    except OSError:
+        pass
+    if os.path.lexists(path):
         raise UsageError(f"{path}: expected a link to {target}, found something else; remove it and reseal")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.symlink_to(target)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.symlink(target, path)
 
 
 def _place_file(path: Path, text: str) -> None:

@@ -8,58 +8,180 @@
 #        bake-entrypoint                         set up, run nothing, exit 0
 #
 # What to serve, and where, is data: $BAKE_ASSETS/bake.serve (default
-# /opt/bake/assets), written by `bake seal` (docs: SERVE_FORMAT). Its `loc` lines
-# are the consumers' lookup locations ($VAR, or ${VAR:-DEFAULT}/SUB), its `file`
-# lines the baked files served at each, its `link` lines relative links among
-# them. It is read with `read`, never sourced or eval'd; this script names no
-# consumer. Per location:
-#   nothing, an empty directory or a dangling link, on the container's own
-#   filesystem (or a tmpfs) -> a real directory, with a link per baked file into
-#   $BAKE_ASSETS (real directories for nested names, links only at the leaves).
-#   node storage: the location, or its nearest existing ancestor, is on another
-#   filesystem than / that is not a tmpfs (a volume, a bind mount), or it
-#   already holds data -> gains a verified copy of each missing baked file
-#   (seeding, below), then the link records whose targets are copies there.
-#   Never a link into the image, which would dangle for jobs of other images;
-#   nothing there is changed or removed. A regular file of the baked size at a
-#   baked name counts as that file.
-#   node storage that cannot be seeded (read-only, BAKE_SEED=0, a copy in
-#   progress in another job, a different file under a baked name) -> a $VAR
-#   location is re-pointed, for this job only, to a job-local directory linking
-#   the baked files and then the location's own entries (baked files win a
-#   shared name); a ${VAR:-...}/SUB location gets a warning.
-#   a file where a directory belongs -> left alone, with a warning.
-#   An unset or empty $VAR is exported to a job-local directory. A ${VAR:-...}
-#   location that cannot be created exports VAR to a job-local directory, and
-#   the ready line says so. Job-local: a fresh `mktemp -d` under ${TMPDIR:-/tmp},
-#   private to this job.
-# Seeding one file: under its lock file (flock(1), released by the kernel when a
-# job dies, so a killed copier never blocks later ones; the Hub's lock paths are
-# the Hub client's own), copy to a hidden partial beside it, check its size and
-# its sha256 against SHA256SUMS, fsync, then hard-link it to the final name: a
-# rename that never replaces. A job that finds the lock taken does not wait.
-# Without flock on PATH, node storage is not seeded.
+# /opt/bake/assets), written by `bake seal`, specified in docs/SERVE_FORMAT.md.
+# This script names no consumer. It reads the head of that file (locations, and
+# per consumer its set, directories and placements) with `read`; the per-file
+# records are read by awk, and only when a location must be proved or copied file
+# by file. Nothing is sourced or eval'd. Per location:
+#   already served: a stamp in bake's own directory there, newer than every
+#   directory of the served tree, proves it with no process started.
+#   the container's own filesystem (nothing there, an empty directory, a dangling
+#   link, or a directory bake made), a tmpfs, or a job-local directory: the
+#   linked view, links into $BAKE_ASSETS made whole per placement (`cp -rsT`
+#   per tree, one `ln` per directory of a few files, one link for a directory
+#   the consumer never writes into).
+#   node storage: another filesystem than / that is no tmpfs (a volume, a bind
+#   mount), or a directory on / that already holds data: the copied view, a
+#   verified copy of each missing baked file (never a link into the image, and
+#   nothing there changed or removed). One job copies, under a lock in bake's
+#   own directory; the others wait for it, at most 10 s plus 1 s per 32 MiB of
+#   the location's files, then prove it.
+#   node storage that cannot be served: a $VAR location is re-pointed, for this
+#   job only, to a job-local directory linking the baked files and then the
+#   location's finished files and directories; a ${VAR:-...}/SUB location exports
+#   VAR to a job-local directory when the wait ran out or something was in the
+#   way, and gets a warning when it cannot be written or under BAKE_SEED=0.
+#   a file where a directory belongs: left alone, with a warning.
+# Node storage is never followed through a link and never blocks: bake's
+# directories, lock and partials there are created as new entries (mkdir,
+# O_EXCL, mktemp); a link, FIFO or device at one of those names, or at a baked
+# name, is never opened: that location is served job-local, with a warning. (A
+# shell cannot open without following: an existing lock is looked at just before
+# it is opened; a name swapped in between is the one gap left.)
 #
-# Environment: BAKE_ASSETS, BAKE_VERIFY=1 (sha256sum -c first; exit 3 on a
-# mismatch), BAKE_REQUIRE=1 (exit 6 if any location cannot be served),
-# BAKE_QUIET=1 (no ready line), BAKE_SEED=0 (never copy into node storage).
-# Flags take 1/true/yes/on or 0/false/no/off/empty.
+# Environment: BAKE_ASSETS, BAKE_VERIFY=1 (sha256sum -c first, and a hash of the
+# node copies served; exit 3 on a mismatch), BAKE_REQUIRE=1 (exit 6 if any
+# location cannot be served), BAKE_QUIET=1 (no ready line), BAKE_SEED=0 (never
+# copy into node storage). Flags take 1/true/yes/on or 0/false/no/off/empty.
 # Exit codes before the job: 2 bad usage, 3 verification, 6 unservable.
 #
-# Shape: small functions with `local`, as docker-library's entrypoints. Those
-# that run once return through stdout; those on the per-file path set one named
-# result variable instead, since `$(...)` forks in dash and a start that finds
-# everything served must stay fork-free (the budget is 10 ms).
+# Shape: small functions with `local`, as docker-library's entrypoints; those on
+# the per-location path set one named result variable instead of printing, since
+# `$(...)` forks in dash and a start that finds everything served starts no
+# process at all.
 set -eu
 # No word splitting or globbing of data: globs are switched on only where a
-# directory is listed, and lists of paths are kept in positional parameters.
+# directory is listed, and lists are split on newlines only, in `local IFS`.
 set -f
 
 _nl='
 '
 _tab='	'
-# _serve_at's statuses.
-_SERVED=0 _CANNOT_MAKE=1 _NOT_SEEDED=2 _NOT_A_DIR=3
+# What _serve_at returns: served; cannot be made or written here (own filesystem);
+# node storage left as is, with a warning for ${VAR:-...}/SUB (BAKE_SEED=0, unwritable,
+# a bad copy); node storage served job-local instead (a wait ran out, something in the
+# way); a file where a directory belongs.
+_SERVED=0 _CANNOT_MAKE=1 _KEEP=2 _MOVE=3 _NOT_A_DIR=4
+# Local-disk speed for the wait bound: a copy, read, hashed and written once.
+_DISK_BYTES_PER_S=33554432 _WAIT_MARGIN_S=10
+
+# The per-file half of bake.serve (SERVE_FORMAT.md): the `file` and `link` records of one
+# consumer, checked as a reader must, against `stat` lines on stdin. -v c=CONSUMER
+# view=linked|copied mode=names|check|plan|sums report=0|1 sets=" A B "; a path comes
+# through the environment (_bake_out), since -v would read backslashes in it as escapes.
+# names: NUL-separated names to stat; check: `ok`, or `problem NAME WHY` lines (and
+# `refused LINE WHY`); plan: also, for the missing ones, $_bake_out/dirs (`N DIR` per
+# directory), $_bake_out/lists/N (their names, NUL-separated) and /sums, and `copy COUNT
+# BYTES`; sums: sha256sum -c input for every file record.
+# shellcheck disable=SC2016 # awk's own $1..., not the shell's
+_AWK='
+BEGIN {
+	FS = "\t"
+	out = ENVIRON["_bake_out"]
+	for (i = 1; i < 32; i++) if (i != 9) ctl = ctl sprintf("%c", i)
+	ctl = "[" ctl sprintf("%c", 127) "]"
+}
+function plain(p,   n, a, i) {
+	if (p == "" || substr(p, 1, 1) == "/") return 0
+	n = split(p, a, "/")
+	for (i = 1; i <= n; i++) if (a[i] == "" || a[i] == "." || a[i] == "..") return 0
+	return 1
+}
+function hex64(s) { return length(s) == 64 && s !~ /[^0-9a-f]/ }
+function digits(s) { return s != "" && s !~ /[^0-9]/ }
+function refuse(why) { if (report && mode == "check") printf "refused\t%d\t%s\n", FNR, why; return 0 }
+function resolve(name, target,   n, a, m, b, i, k, r) {
+	n = split(name, a, "/"); k = n - 1
+	m = split(target, b, "/")
+	for (i = 1; i <= m; i++) {
+		if (b[i] == "..") { if (k == 0) return ""; k-- }
+		else if (b[i] == "" || b[i] == ".") return ""
+		else a[++k] = b[i]
+	}
+	for (i = 1; i <= k; i++) r = r (i > 1 ? "/" : "") a[i]
+	return r
+}
+function named(kind,   k) {
+	if (index(sets, " " $2 " ") == 0) return refuse("a CONSUMER with a set record above, saw \047" $2 "\047")
+	if (kind == "file" && $3 != "both" && $3 != "copied") return refuse("VIEW both or copied, saw \047" $3 "\047")
+	k = kind == "file" ? 4 : 3
+	if (!plain($k)) return refuse("NAME as a path inside the location, saw \047" $k "\047")
+	if (($2 SUBSEP $k) in seen) return refuse("one file or link record per NAME, saw \047" $k "\047 twice")
+	return 1
+}
+function accept(   i, t) {
+	if (length($0) > 4096) return refuse("a line of at most 4096 bytes")
+	if ($0 ~ ctl) return refuse("fields without control characters")
+	for (i = 1; i <= NF; i++) if (length($i) > 1024) return refuse("fields of at most 1024 bytes")
+	if ($1 == "file") {
+		if (NF != 6) return refuse("6 tab-separated fields, saw " NF)
+		if (!named("file")) return 0
+		if (!digits($5)) return refuse("SIZE in bytes, saw \047" $5 "\047")
+		if (!hex64($6)) return refuse("SHA256 as 64 lower-case hex characters, saw \047" $6 "\047")
+		seen[$2 SUBSEP $4] = 1; isfile[$2 SUBSEP $4] = 1
+		return 1
+	}
+	if ($1 == "link") {
+		if (NF != 4) return refuse("4 tab-separated fields, saw " NF)
+		if (!named("link")) return 0
+		t = resolve($3, $4)
+		if (t == "" || !(($2 SUBSEP t) in isfile)) return refuse("TARGET naming a file record above inside the location, saw \047" $4 "\047")
+		seen[$2 SUBSEP $3] = 1
+		return 1
+	}
+	if (index(" loc set dir place skip ", " " $1 " ")) return refuse("a " $1 " record before the first file or link record")
+	return refuse("a loc, set, dir, place, skip, file or link record, saw kind \047" $1 "\047")
+}
+FNR == NR {
+	if (FNR == 1 || $0 == "" || substr($0, 1, 1) == "#") next
+	if (!tail && $1 != "file" && $1 != "link") next
+	tail = 1
+	if (!accept() || $2 != c) next
+	if ($1 == "file") {
+		name[++n] = $4; type[$4] = "file"; size[$4] = $5; sum[$4] = $6
+		serves[$4] = view == "copied" || $3 == "both"
+	} else {
+		name[++n] = $3; type[$3] = "link"; target[$3] = $4; via[$3] = resolve($3, $4); serves[$3] = 1
+	}
+	next
+}
+{ got[$3] = $1; gsize[$3] = $2; gn[$3] = $4 }
+function judge(nm,   t, want) {
+	t = got[nm]
+	if (view == "copied" && type[nm] == "link") {
+		want = " -> \047" target[nm] "\047"
+		if (t != "symbolic link") return "a " t ", where a link to " target[nm] " belongs"
+		if (length(gn[nm]) < length(want) || substr(gn[nm], length(gn[nm]) - length(want) + 1) != want) return "a link to somewhere else, where a link to " target[nm] " belongs"
+		return ""
+	}
+	want = type[nm] == "link" ? size[via[nm]] : size[nm]
+	if (t != "regular file" && t != "regular empty file") return "a " t ", not a regular file"
+	if (gsize[nm] != want) return gsize[nm] " bytes, not the baked " want
+	return ""
+}
+END {
+	for (i = 1; i <= n; i++) {
+		nm = name[i]
+		if (!serves[nm]) continue
+		if (mode == "names") { printf "%s%c", nm, 0; continue }
+		if (mode == "sums") { if (type[nm] == "file") printf "%s  %s\n", sum[nm], nm; continue }
+		if (!(nm in got)) {
+			if (mode == "plan") {
+				d = nm; sub(/\/[^\/]*$/, "", d); if (d == nm) d = "."
+				if (!(d in group)) { group[d] = ++groups; printf "%d\t%s\n", groups, d > (out "/dirs") }
+				printf "%s%c", nm, 0 > (out "/lists/" group[d])
+				if (type[nm] == "file") { printf "%s  ./%s\n", sum[nm], nm > (out "/sums"); bytes += size[nm] }
+				copies++
+				continue
+			}
+			why = "nothing there"
+		} else if ((why = judge(nm)) == "") continue
+		if (++problems <= 3) printf "problem\t%s\t%s\n", nm, why
+	}
+	if (mode == "plan") printf "copy\t%d\t%.0f\n", copies, bytes
+	if (mode != "names" && mode != "sums" && !problems) print "ok"
+}
+'
 
 _say() { # $*: one line to stderr
 	printf '%s\n' "bake: $*" >&2
@@ -76,19 +198,34 @@ _flag() { # $1 variable, $2 its value when unset or empty: succeed when on; exit
 	exit 2
 }
 
-_clock_ms() { # sets _now_ms to a millisecond clock reading, or empty when the shell has none
-	# busybox ash and bash have $EPOCHREALTIME; dash pays one date fork.
+_clock_ms() { # $1 start for the process's own start time: sets _now_ms to a millisecond reading, or empty
+	local up start stat
+	# busybox ash and bash have $EPOCHREALTIME, to the microsecond.
 	# shellcheck disable=SC3028
 	case ${EPOCHREALTIME:-} in
 	*[.,]*)
 		_now_ms=${EPOCHREALTIME%[.,]*}${EPOCHREALTIME#*[.,]}
 		_now_ms=${_now_ms%???}
-		;;
-	*)
-		_now_ms=$(date +%s%N 2>/dev/null) || _now_ms=
-		case $_now_ms in *[!0-9]* | '') _now_ms= ;; *) _now_ms=${_now_ms%??????} ;; esac
+		return 0
 		;;
 	esac
+	# dash has none, and a date process costs a millisecond: the kernel's clock since boot instead,
+	# read with `read` (to 10 ms: /proc/uptime in hundredths, a process's start time in ticks of 1/100 s).
+	_now_ms=''
+	if [ "${1:-}" = start ]; then
+		IFS= read -r stat 2>/dev/null </proc/self/stat || return 0
+		stat=${stat##*) } # the fields after the command name, which may hold anything
+		# shellcheck disable=SC2086 # split on purpose: the 20th field after it is the start time
+		set -- $stat
+		start=${20:-}
+		case $start in '' | *[!0-9]*) return 0 ;; esac
+		_now_ms=$((start * 10))
+		return 0
+	fi
+	IFS=' ' read -r up _ 2>/dev/null </proc/uptime || return 0
+	case $up in *[!0-9.]* | '' | .* | *.) return 0 ;; esac
+	# Hundredths, as two digits: 1NN - 100, so that a leading 0 is never read as octal.
+	_now_ms=$((${up%.*} * 1000 + (1${up#*.} - 100) * 10))
 }
 
 _usage() {
@@ -119,7 +256,7 @@ _parse_args() { # "$@": sets _mode to run or env; exits for --help and bad usage
 	esac
 }
 
-# --- bake.serve, read into tables: _loc_<field>_<n>, _file_<field>_<n>, _link_<field>_<n>
+# --- the head of bake.serve, kept as it reads: _head, its checked records, a line each
 
 _plain_path() { # $1: succeed when it is relative path components, none empty, . or ..
 	case /$1/ in
@@ -127,102 +264,133 @@ _plain_path() { # $1: succeed when it is relative path components, none empty, .
 	esac
 }
 
-_loc_index() { # $1 loc ID: sets _index to its row, or fails
-	_index=1
-	while [ "$_index" -le "$_nlocs" ]; do
-		eval "[ \"\$_loc_id_$_index\" != \"\$1\" ]" || return 0
-		_index=$((_index + 1))
+_split() { # $1 a record: sets _1 to _7 to its TAB-separated fields (kind first), empty past the last
+	local rest="$1$_tab"
+	_1=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
+	_2=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
+	_3=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
+	_4=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
+	_5=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
+	_6=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
+	_7=${rest%%"$_tab"*}
+}
+
+_find() { # $1 kind, $2 its first field (an ID or a consumer): sets _record to that head record, or fails
+	local IFS="$_nl" record
+	for record in $_head; do
+		case $record in "$1$_tab$2$_tab"*)
+			_record=$record
+			return 0
+			;;
+		esac
 	done
 	return 1
 }
 
-_load_loc() { # loc ID CONSUMER MODE VAR SUB FALLBACK: add a row, or set _reason and fail
-	local fallback="$7"
-	[ $# -eq 7 ] || { _reason="7 tab-separated fields, saw $#" && return 1; }
+_set_of() { # $1 consumer: sets _state, _digest, _bytes, _root and _shown from its set record, or fails
+	_find set "$1" || return 1
+	_split "$_record"
+	_digest=$_3 _bytes=$_4 _state=$_5 _root=$_6 _shown=$_7
+}
+
+_parts() { # $1 kind (dir, place or skip), $2 consumer: sets _list to its records' fields after the consumer, a line each
+	local IFS="$_nl" record
+	_list=''
+	for record in $_head; do
+		case $record in "$1$_tab$2$_tab"*) _list=$_list${record#"$1$_tab$2$_tab"}$_nl ;; esac
+	done
+}
+
+_load_loc() { # loc ID CONSUMER MODE VAR SUB FALLBACK: check a loc record, or set _reason and fail
+	local expected="MODE export with no SUB or FALLBACK, or under with /PATH, \$HOME[/PATH] or an earlier @ID"
 	case $2 in '' | *[!A-Za-z0-9_.-]*) _reason="an ID of letters, digits, _ . -, saw '$2'" && return 1 ;; esac
-	! _loc_index "$2" || { _reason="one loc line per ID, saw '$2' twice" && return 1; }
-	case $5 in
-	[A-Za-z_]*) ;;
-	*) _reason="a variable name, saw '$5'" && return 1 ;;
+	! _find loc "$2" || { _reason="one loc line per ID, saw '$2' twice" && return 1; }
+	case $3 in
+	- | [A-Za-z0-9]*) case $3 in -) ;; *[!A-Za-z0-9._-]*) _reason="a CONSUMER name or -, saw '$3'" && return 1 ;; esac ;;
+	*) _reason="a CONSUMER name or -, saw '$3'" && return 1 ;;
 	esac
 	case $5 in
-	*[!A-Za-z0-9_]* | PATH | HOME | IFS | TMPDIR | LD_* | BAKE_*) _reason="a variable name other than PATH, HOME, IFS, TMPDIR, LD_* and BAKE_*, saw '$5'" && return 1 ;;
+	'' | [!A-Za-z_]* | *[!A-Za-z0-9_]* | PATH | IFS | ENV | BASH_ENV | CDPATH | PWD | OLDPWD | HOME | SHELL | PS4 | TMPDIR | \
+		JAVA_TOOL_OPTIONS | LD_* | PYTHON* | PERL5* | RUBY* | NODE_* | BAKE_*)
+		_reason="a variable name other than PATH, IFS, ENV, BASH_ENV, CDPATH, PWD, OLDPWD, HOME, SHELL, PS4, TMPDIR, LD_*, PYTHON*, PERL5*, RUBY*, NODE_*, JAVA_TOOL_OPTIONS and BAKE_*, saw '$5'"
+		return 1
+		;;
 	esac
 	[ -z "$6" ] || _plain_path "$6" || { _reason="SUB as plain relative components, saw '$6'" && return 1; }
-	case $4:$7 in
-	export:) [ -z "$6" ] || { _reason="no SUB for an export location, saw '$6'" && return 1; } ;;
-	under:@*)
-		_loc_index "${7#@}" || { _reason="FALLBACK @ID naming an earlier loc line, saw '$7'" && return 1; }
-		fallback=@$_index
-		;;
-	under:\$HOME | under:/) ;;
-	under:\$HOME/* | under:/*)
-		_plain_path "${7#*/}" || { _reason="FALLBACK as plain path components, saw '$7'" && return 1; }
-		;;
-	*) _reason="MODE export with no FALLBACK, or under with /PATH, \$HOME[/PATH] or @ID, saw '$4' and '$7'" && return 1 ;;
+	case $4:$6:$7 in
+	export:: | under:*:\$HOME | under:*:/) return 0 ;;
+	under:*:@*) _find loc "${7#@}" && return 0 ;;
+	under:*:\$HOME/* | under:*:/*) _plain_path "${7#*/}" && return 0 ;;
 	esac
-	_nlocs=$((_nlocs + 1))
-	eval "_loc_id_$_nlocs=\$2 _loc_consumer_$_nlocs=\$3 _loc_mode_$_nlocs=\$4 _loc_var_$_nlocs=\$5"
-	eval "_loc_sub_$_nlocs=\$6 _loc_fallback_$_nlocs=\$fallback _loc_files_$_nlocs= _loc_links_$_nlocs= _loc_at_$_nlocs= _loc_unserved_$_nlocs="
+	_reason="$expected, saw '$4', '$6' and '$7'"
+	return 1
 }
 
-_load_file() { # file ID ASSET NAME SIZE LOCK: add a row, or set _reason and fail
-	[ $# -eq 6 ] || { _reason="6 tab-separated fields, saw $#" && return 1; }
-	_loc_index "$2" || { _reason="the ID of a loc line above, saw '$2'" && return 1; }
-	_plain_path "$3" || { _reason="ASSET as a path inside BAKE_ASSETS, saw '$3'" && return 1; }
-	_plain_path "$4" || { _reason="NAME as a path inside the location, saw '$4'" && return 1; }
-	case $5 in '' | *[!0-9]*) _reason="SIZE in bytes, saw '$5'" && return 1 ;; esac
-	[ -z "$6" ] || _plain_path "$6" || { _reason="LOCK as a path inside the location, saw '$6'" && return 1; }
-	_nfiles=$((_nfiles + 1))
-	eval "_file_asset_$_nfiles=\$3 _file_name_$_nfiles=\$4 _file_size_$_nfiles=\$5 _file_lock_$_nfiles=\$6"
-	eval "_loc_files_$_index=\"\$_loc_files_$_index $_nfiles\""
-}
-
-_load_link() { # link ID NAME TARGET: add a row, or set _reason and fail
-	local up="$4" depth=0 rest="$3"
-	[ $# -eq 4 ] || { _reason="4 tab-separated fields, saw $#" && return 1; }
-	_loc_index "$2" || { _reason="the ID of a loc line above, saw '$2'" && return 1; }
-	_plain_path "$3" || { _reason="NAME as a path inside the location, saw '$3'" && return 1; }
-	# The target climbs at most as many levels as the link sits deep: it stays inside.
-	while case $rest in */*) true ;; *) false ;; esac do
-		rest=${rest#*/}
-		depth=$((depth + 1))
+_load_set() { # set CONSUMER DIGEST BYTES STATE ROOT SHOWN: check a set record, or set _reason and fail
+	local IFS="$_nl" record named=''
+	for record in $_head; do
+		case $record in "loc$_tab"*"$_tab$2$_tab"*)
+			_split "$record"
+			[ "$_3" != "$2" ] || named=1
+			;;
+		esac
 	done
-	while case $up in ../*) true ;; *) false ;; esac do
-		up=${up#../}
-		depth=$((depth - 1))
-	done
-	if [ "$depth" -lt 0 ] || ! _plain_path "$up"; then
-		_reason="TARGET resolving inside the location, saw '$4'"
-		return 1
-	fi
-	_nlinks=$((_nlinks + 1))
-	eval "_link_name_$_nlinks=\$3 _link_target_$_nlinks=\$4"
-	eval "_loc_links_$_index=\"\$_loc_links_$_index $_nlinks\""
+	[ -n "$named" ] && [ "$2" != - ] || { _reason="a CONSUMER named by a loc record above, saw '$2'" && return 1; }
+	! _find set "$2" || { _reason="one set record per consumer, saw '$2' twice" && return 1; }
+	case $3 in *[!0-9a-f]* | '') _reason="DIGEST as 64 lower-case hex characters, saw '$3'" && return 1 ;; esac
+	[ "${#3}" -eq 64 ] || { _reason="DIGEST as 64 lower-case hex characters, saw '$3'" && return 1; }
+	case $4 in *[!0-9]* | '') _reason="BYTES as decimal digits, saw '$4'" && return 1 ;; esac
+	case $5 in .*) _plain_path "$5" ;; *) false ;; esac || { _reason="STATE as plain components, the first hidden (.NAME), saw '$5'" && return 1; }
+	_plain_path "$6" || { _reason="ROOT as a path inside BAKE_ASSETS, saw '$6'" && return 1; }
 }
 
-_load_record() { # $1 line: split at tabs (empty fields kept) and add it; set _reason and fail if malformed
-	local rest="$1$_tab"
+_load_part() { # dir/place/skip CONSUMER ...: check a record of a consumer's set, or set _reason and fail
+	_find set "$2" || { _reason="a CONSUMER with a set record above, saw '$2'" && return 1; }
+	case $1 in
+	dir)
+		case $3 in both | copied) ;; *) _reason="VIEW both or copied, saw '$3'" && return 1 ;; esac
+		[ "$4" = . ] || _plain_path "$4" || { _reason="PATH as . or plain relative components, saw '$4'" && return 1; }
+		;;
+	place)
+		case $3 in tree | link | copy) ;; *) _reason="HOW tree, link or copy, saw '$3'" && return 1 ;; esac
+		_plain_path "$4" || { _reason="SOURCE as a path inside BAKE_ASSETS, saw '$4'" && return 1; }
+		[ "$5" = . ] || _plain_path "$5" || { _reason="DEST as . or a path inside the location, saw '$5'" && return 1; }
+		;;
+	skip)
+		_plain_path "$3" || { _reason="NAME as a path inside the location, saw '$3'" && return 1; }
+		;;
+	esac
+}
+
+_load_record() { # $1 line: split at tabs (empty fields kept), check it, add it to _head; set _reason and fail if not
+	local line="$1" rest="$1$_tab" field
+	if [ "${#1}" -gt 4096 ]; then _reason="a line of at most 4096 bytes" && return 1; fi
 	set --
 	while [ -n "$rest" ]; do
-		set -- "$@" "${rest%%"$_tab"*}"
+		field=${rest%%"$_tab"*}
 		rest=${rest#*"$_tab"}
+		case $field in *[[:cntrl:]]*) _reason="fields without control characters" && return 1 ;; esac
+		[ "${#field}" -le 1024 ] || { _reason="fields of at most 1024 bytes" && return 1; }
+		set -- "$@" "$field"
 	done
-	case $1 in
-	loc) _load_loc "$@" ;;
-	file) _load_file "$@" ;;
-	link) _load_link "$@" ;;
-	*)
-		_reason="a loc, file or link record, saw kind '$1'"
-		return 1
+	case $1:$# in
+	loc:7) _load_loc "$@" ;;
+	set:7) _load_set "$@" ;;
+	dir:4 | place:5 | skip:3) _load_part "$@" ;;
+	loc:* | set:* | dir:* | place:* | skip:*)
+		case $1 in loc | set) _reason=7 ;; dir) _reason=4 ;; place) _reason=5 ;; *) _reason=3 ;; esac
+		_reason="$_reason tab-separated fields, saw $#"
+		false
 		;;
-	esac
+	*) _reason="a loc, set, dir, place, skip, file or link record, saw kind '$1'" && false ;;
+	esac || return 1
+	_head=$_head$line$_nl
 }
 
-_load_serve() { # read $_assets/bake.serve; fails (with _reason) when it is missing or not v1
+_load_serve() { # read the head of $_assets/bake.serve into _head; fails (with _reason) when it is missing or not v1
 	local line number=0
-	_nlocs=0 _nfiles=0 _nlinks=0
-	if [ ! -r "$_assets/bake.serve" ]; then
+	_head=''
+	if [ ! -r "$_assets/bake.serve" ] || [ -d "$_assets/bake.serve" ]; then
 		if [ -d "$_assets" ]; then _reason="a directory without a readable bake.serve"; else _reason="nothing there"; fi
 		return 1
 	fi
@@ -232,11 +400,18 @@ _load_serve() { # read $_assets/bake.serve; fails (with _reason) when it is miss
 			[ "$line" = '# bake serve v1' ] || { _reason="a bake.serve whose first line is not '# bake serve v1'" && return 1; }
 			continue
 		fi
-		case $line in '' | '#'*) continue ;; esac
-		_load_record "$line" || _problem "$_assets/bake.serve line $number" "$_reason" "a line this entrypoint cannot read, skipped" \
-			"rebuild the image with the bake that wrote it, or use that bake's entrypoint"
+		case $line in
+		'' | '#'*) continue ;;
+		file | link | file"$_tab"* | link"$_tab"*) break ;; # the per-file records: awk's to read
+		esac
+		_load_record "$line" || _bad_line "$number" "$_reason"
 	done <"$_assets/bake.serve"
 	[ "$number" -gt 0 ] || { _reason="an empty bake.serve" && return 1; }
+}
+
+_bad_line() { # $1 line number, $2 the rule its record breaks: one problem
+	_problem "$_assets/bake.serve line $1" "$2" "a line this entrypoint cannot read, skipped" \
+		"rebuild the image with the bake that wrote it, or use that bake's entrypoint"
 }
 
 # --- where a location is
@@ -282,9 +457,11 @@ _export() { # $1 name, $2 value: export for the job and remember it for --print-
 	case " $_exports " in *" $1 "*) ;; *) _exports="$_exports $1" ;; esac
 }
 
-_resolve() { # $1 loc row: sets _resolved to its directory, absolute; empty when it has none
+_resolve() { # $1 loc ID: sets _resolved to its directory, absolute; empty when it has none
 	local var sub fallback value set
-	eval "var=\$_loc_var_$1 sub=\$_loc_sub_$1 fallback=\$_loc_fallback_$1"
+	_find loc "$1" || return 0
+	_split "$_record"
+	var=$_5 sub=$_6 fallback=$_7
 	eval "value=\${$var:-} set=\${$var+set}"
 	if [ -z "$value" ]; then
 		case $fallback in
@@ -299,7 +476,8 @@ _resolve() { # $1 loc row: sets _resolved to its directory, absolute; empty when
 			;;
 		*) value=$fallback ;;
 		esac
-		# A set but empty variable reads as the working directory to its consumer: make both agree.
+		# Set but empty, a variable reads as the working directory to a library that takes
+		# it as a path (os.getenv(VAR, DEFAULT)): export the value served, so both agree.
 		if [ -n "$set" ] && [ -n "$value" ]; then _export "$var" "$value"; fi
 	fi
 	case $value in
@@ -310,273 +488,553 @@ _resolve() { # $1 loc row: sets _resolved to its directory, absolute; empty when
 	_resolved=$value
 }
 
-_on_node_fs() { # $1 existing path: succeed when it is on a filesystem other than / that is no tmpfs
+_fs_kind() { # $1 existing path: sets _kind to own (the container's own filesystem), tmpfs or node
 	local devices type
-	# What stat cannot answer counts as node storage: a copy is safe anywhere, a link is not.
+	_kind=node # what stat cannot answer counts as node storage: a copy is safe anywhere, a link is not
 	devices=$(stat -L -c %d / "$1" 2>/dev/null) || return 0
-	[ "${devices%"$_nl"*}" != "${devices#*"$_nl"}" ] || return 1
+	if [ "${devices%"$_nl"*}" = "${devices#*"$_nl"}" ]; then
+		_kind=own
+		return 0
+	fi
 	type=$(stat -f -L -c %t "$1" 2>/dev/null) || return 0
 	# tmpfs and ramfs are job-local: never copy hundreds of MiB into memory.
-	case $type in 1021994 | 01021994 | 858458f6) return 1 ;; esac
+	case $type in 1021994 | 01021994 | 858458f6) _kind=tmpfs ;; esac
+}
+
+_was_job_local() { # $1 directory: succeed when an entrypoint made it job-local: ${TMPDIR:-/tmp}/bake-VAR.*
+	local tmp="${TMPDIR:-/tmp}" name
+	case $tmp in /*) ;; *) tmp=$PWD/$tmp ;; esac
+	case $1 in "$tmp"/bake-*) ;; *) return 1 ;; esac
+	name=${1#"$tmp"/}
+	case $name in */* | *[!A-Za-z0-9_.-]*) return 1 ;; esac # a job-local directory itself, by its own name
 }
 
 _is_job_local() { # $1 path: succeed when it is in a job-local directory of this job
-	local n=1 dir
-	while [ "$n" -le "$_njobdirs" ]; do
-		eval "dir=\$_jobdir_$n"
-		case $1 in "$dir" | "$dir"/*) return 0 ;; esac
-		n=$((n + 1))
-	done
+	local name
+	case $1 in "$_jobtmp"/bake-*) ;; *) return 1 ;; esac
+	name=${1#"$_jobtmp"/}
+	# Their names (bake-VAR.SUFFIX) hold no newline, whatever TMPDIR holds.
+	case $_nl$_jobnames in *"$_nl${name%%/*}$_nl"*) return 0 ;; esac
 	return 1
 }
 
 _job_dir() { # $1 variable: sets _made to a fresh private directory for it under ${TMPDIR:-/tmp}
 	local tmp="${TMPDIR:-/tmp}"
 	case $tmp in /*) ;; *) tmp=$PWD/$tmp ;; esac
-	_made=$(mktemp -d "$tmp/bake-$1.XXXXXX" 2>/dev/null) || _made=
+	_jobcount=$((_jobcount + 1))
+	# A new entry: mkdir never follows a link at the name it makes, and a name someone took (this
+	# pid's, in another container sharing TMPDIR) falls back to mktemp.
+	_made=$tmp/bake-$1.$$.$_jobcount
+	if ! mkdir -m 0700 -- "$_made" 2>/dev/null; then
+		_made=$(mktemp -d "$tmp/bake-$1.XXXXXX" 2>/dev/null) || _made=''
+	fi
 	[ -n "$_made" ] && [ -d "$_made" ] || return 1
-	_njobdirs=$((_njobdirs + 1))
-	eval "_jobdir_$_njobdirs=\$_made"
+	_jobtmp=$tmp _jobnames=$_jobnames${_made##*/}$_nl
 }
 
-# --- what is in a location
+# --- proving a location served
 
-_sizes_match() { # $1 sizes, space-separated, then one file each: succeed when every size is right
-	local want="$1" got line size
-	shift
-	got=$(stat -L -c %s -- "$@" 2>/dev/null) || return 1
-	got=$got$_nl
-	for size in $want; do
-		line=${got%%"$_nl"*}
-		got=${got#*"$_nl"}
-		[ "$line" = "$size" ] || return 1
+_state_ok() { # $1 directory, $2 state: succeed when bake's state directory is there, real all the way
+	local part='' entry IFS=/
+	for entry in $2; do
+		part=$part/$entry
+		[ -d "$1$part" ] && [ ! -L "$1$part" ] || return 1
 	done
 }
 
-_complete() { # $1 directory, $2 loc row: succeed when each file and link is there (sets _missing)
-	local dir="$1" files links sizes='' k name asset size
-	eval "files=\$_loc_files_$2 links=\$_loc_links_$2"
+_stamped() { # $1 directory, $2 consumer: succeed when a stamp proves its files served there, starting no process
+	local dir="$1" stamp root entry view IFS
+	_set_of "$2" && _state_ok "$dir" "$_state" || return 1
+	stamp=$dir/$_state/served.$_digest
+	if [ -f "$stamp.linked" ] && [ ! -L "$stamp.linked" ]; then
+		IFS= read -r root 2>/dev/null <"$stamp.linked" || :
+		[ "${root:-}" = "$_assets" ] || return 1
+		view=linked stamp=$stamp.linked
+	elif [ -f "$stamp.copied" ] && [ ! -L "$stamp.copied" ]; then
+		view=copied stamp=$stamp.copied
+	else
+		return 1
+	fi
+	# A directory gains a newer mtime whenever an entry in it is added, removed or renamed.
+	_parts dir "$2"
+	IFS=$_nl
+	for entry in $_list; do
+		[ "$view" = copied ] || [ "${entry%%"$_tab"*}" = both ] || continue
+		[ "$stamp" -nt "$dir/${entry#*"$_tab"}" ] || return 1
+	done
+}
+
+_stamp_begin() { # $1 directory, $2 consumer: sets _tmp_stamp to a new file in its state directory, or empty
+	_tmp_stamp=''
+	_set_of "$2" && _state_ok "$1" "$_state" || return 0
+	# Made before the proof: whatever changes after it makes a directory newer than the stamp. A
+	# builtin write, created with O_EXCL (noclobber, nothing there), 0644 for every job's user;
+	# mktemp only when the name is taken (this pid's, from another container on the same node).
+	_tmp_stamp=$1/$_state/.served.$$
+	if [ -e "$_tmp_stamp" ] || [ -L "$_tmp_stamp" ] || ! _write_new "$_tmp_stamp" "$_assets"; then
+		_tmp_stamp=$(mktemp "$1/$_state/.served.XXXXXX" 2>/dev/null) || _tmp_stamp=''
+		[ -z "$_tmp_stamp" ] || { printf '%s\n' "$_assets" 2>/dev/null >"$_tmp_stamp" &&
+			chmod 0644 -- "$_tmp_stamp"; } || _tmp_stamp=''
+	fi
+}
+
+_write_new() { # $1 a name where nothing is, $2 a line: create it (O_EXCL) holding the line; fails if not
+	local status=0
+	set -C
+	{ printf '%s\n' "$2" >"$1"; } 2>/dev/null || status=1
+	set +C
+	return "$status"
+}
+
+_stamp_new() { # $1 directory, $2 consumer, $3 view: stamp a location just made whole, where no stamp is yet
+	local stamp
+	_set_of "$2" && _state_ok "$1" "$_state" || return 0
+	stamp=$1/$_state/served.$_digest.$3
+	[ -e "$stamp" ] || [ -L "$stamp" ] || _write_new "$stamp" "$_assets" || :
+}
+
+_stamp_end() { # $1 directory, $2 consumer, $3 view, $4 1 to keep it: put the stamp begun in place, or drop it
+	local stamp
+	[ -n "$_tmp_stamp" ] || return 0
+	_set_of "$2"
+	stamp=$1/$_state/served.$_digest.$3
+	if [ -n "$4" ] && [ ! -L "$stamp" ] && { [ -f "$stamp" ] || [ ! -e "$stamp" ]; }; then
+		mv -f -T -- "$_tmp_stamp" "$stamp" 2>/dev/null && return 0
+	fi
+	rm -f -- "$_tmp_stamp" 2>/dev/null || :
+}
+
+_awk() { # $1 consumer, $2 view, $3 mode, $4 - to read stat lines from stdin: the per-file program on bake.serve
+	local sets='' record IFS="$_nl"
+	for record in $_head; do
+		case $record in "set$_tab"*)
+			record=${record#set"$_tab"}
+			sets="$sets ${record%%"$_tab"*}"
+			;;
+		esac
+	done
+	LC_ALL=C awk -v c="$1" -v view="$2" -v mode="$3" -v report="$_report" -v sets="$sets " \
+		"$_AWK" "$_assets/bake.serve" ${4:+"$4"}
+}
+
+_stat_listing() { # $1 directory, $2 consumer, $3 view: one stat line per served name that exists there
+	local format="%F$_tab%s$_tab%n"
+	if [ "$3" = linked ]; then
+		_awk "$2" "$3" names | (cd -- "$1" && LC_ALL=C xargs -0 -r stat -L -c "$format" -- 2>/dev/null) || :
+	else
+		# %N is "'NAME' -> 'TARGET'" for a link; GNU stat quotes as QUOTING_STYLE says, so it is pinned.
+		_awk "$2" "$3" names |
+			(cd -- "$1" && LC_ALL=C QUOTING_STYLE=shell-always xargs -0 -r stat -c "$format$_tab%N" -- 2>/dev/null) || :
+	fi
+}
+
+_judge() { # $1 awk's check output: set _missing/_why to its first problem; report refused lines; succeed on ok
+	local kind a b ok=''
+	_missing='' _why=''
+	while IFS=$_tab read -r kind a b; do
+		case $kind in
+		ok) ok=1 ;;
+		refused) _bad_line "$a" "$b" ;;
+		problem) [ -n "$_missing" ] || _missing=$a _why=$b ;;
+		copy) _copies=$a _copy_bytes=$b ;;
+		esac
+	done <<EOF
+$1
+EOF
+	_report=0 # each refused line once per start
+	[ -n "$ok" ]
+}
+
+_prove() { # $1 directory, $2 consumer, $3 view: succeed when every file of the view is served there
+	local out
+	if ! command -v awk >/dev/null 2>&1; then
+		_missing='' _why="no awk on PATH to prove it file by file"
+		return 1
+	fi
+	out=$(_stat_listing "$1" "$2" "$3" | _awk "$2" "$3" check - 2>/dev/null) || :
+	_judge "$out"
+}
+
+# --- the linked view: links into the image, in a constant number of processes
+
+_mkdirs() { # $1 directory, $2 consumer, $3 views to make (both, or both and copied), $4 1 for bake's state too
+	local dir="$1" views="$3" state_too="${4:-}" entry IFS
+	_set_of "$2"
+	_parts dir "$2"
 	set --
-	for k in $files; do
-		eval "name=\$_file_name_$k asset=\$_file_asset_$k size=\$_file_size_$k"
-		_missing=$name
-		[ ! "$dir/$name" -ef "$_assets/$asset" ] || continue
-		[ -f "$dir/$name" ] || return 1
-		set -- "$@" "$dir/$name"
-		sizes="$sizes $size"
+	[ -z "$state_too" ] || [ -d "$dir/$_state" ] || set -- "$dir/$_state"
+	IFS=$_nl
+	for entry in $_list; do
+		case $views:${entry%%"$_tab"*} in both:copied) continue ;; esac
+		[ -d "$dir/${entry#*"$_tab"}" ] || set -- "$@" "$dir/${entry#*"$_tab"}"
 	done
-	for k in $links; do
-		eval "_missing=\$_link_name_$k"
-		[ -e "$dir/$_missing" ] || return 1
-	done
-	_missing=
-	[ $# -eq 0 ] || _sizes_match "$sizes" "$@" && return 0
-	# Which one, for the message: a stat per file, on this failing path only.
-	for k in $files; do
-		eval "_missing=\$_file_name_$k asset=\$_file_asset_$k size=\$_file_size_$k"
-		[ "$dir/$_missing" -ef "$_assets/$asset" ] || _sizes_match "$size" "$dir/$_missing" || return 1
+	[ $# -eq 0 ] || mkdir -p -- "$@" 2>/dev/null || :
+}
+
+_placed_one() { # $1 directory, $2 consumer: succeed when one of its links into the image is there: bake made it
+	local dir="$1" entry source dest IFS
+	_parts place "$2"
+	IFS=$_nl
+	for entry in $_list; do
+		[ "${entry%%"$_tab"*}" = link ] || continue
+		source=${entry#*"$_tab"}
+		dest=$dir/${source#*"$_tab"}
+		source=$_assets/${source%%"$_tab"*}
+		[ -L "$dest" ] && [ "$dest" -ef "$source" ] && return 0
 	done
 	return 1
 }
 
-_ours() { # $1 path inside the location, $2 loc row, $3 entry: succeed when bake makes it there
-	local files links k name asset
-	eval "files=\$_loc_files_$2 links=\$_loc_links_$2"
-	for k in $files; do
-		eval "name=\$_file_name_$k asset=\$_file_asset_$k"
-		if [ -L "$3" ]; then
-			[ "$name" != "$1" ] || [ ! "$3" -ef "$_assets/$asset" ] || return 0
-		else
-			case $name in "$1"/*) return 0 ;; esac
-		fi
+_in_place() { # $1 directory, $2 consumer: succeed when its placements (no tree among them) are all there, no process started
+	local dir="$1" entry how source dest IFS
+	_parts place "$2"
+	case $_nl$_list in *"${_nl}tree$_tab"*) return 1 ;; esac
+	IFS=$_nl
+	for entry in $_list; do
+		how=${entry%%"$_tab"*}
+		source=${entry#*"$_tab"}
+		dest=$dir/${source#*"$_tab"}
+		source=$_assets/${source%%"$_tab"*}
+		# A link into the image (the same file), or the copy a consumer may have rewritten since.
+		if [ "$how" = link ]; then [ -L "$dest" ] && [ "$dest" -ef "$source" ] || return 1; fi
+		if [ "$how" = copy ]; then [ -f "$dest" ] || return 1; fi
 	done
-	for k in $links; do
-		eval "name=\$_link_name_$k"
-		if [ -L "$3" ]; then
-			[ "$name" != "$1" ] || return 0
-		else
-			case $name in "$1"/*) return 0 ;; esac
-		fi
-	done
-	return 1
 }
 
-_only_ours() { # $1 directory, $2 its path inside the location, $3 loc row: succeed when it holds no data
-	local inside="$2" row="$3" entry rel
+_place() { # $1 directory, $2 consumer: make every placement; succeed when each made all it had to
+	local dir="$1" places skips entry how source dest batch='' all=0 IFS
+	_parts place "$2"
+	places=$_list
+	_parts skip "$2"
+	skips=$_list
+	set --
+	IFS=$_nl
+	for entry in $places; do
+		how=${entry%%"$_tab"*}
+		source=${entry#*"$_tab"}
+		dest=$dir/${source#*"$_tab"}
+		source=$_assets/${source%%"$_tab"*}
+		if [ "$how" = link ] && { [ -e "$dest" ] || [ -L "$dest" ]; }; then
+			[ "$dest" -ef "$source" ] || all=1
+		elif [ "$how" = link ] && [ "${dest##*/}" = "${source##*/}" ]; then
+			# One ln per directory: `ln -s A B DIR/` names each link after its target.
+			if [ "${dest%/*}" != "$batch" ]; then
+				[ $# -eq 0 ] || ln -s -- "$@" "$batch/" 2>/dev/null || all=1
+				set --
+				batch=${dest%/*}
+			fi
+			set -- "$@" "$source"
+		elif [ "$how" = link ]; then
+			ln -s -T -- "$source" "$dest" 2>/dev/null || all=1
+		elif [ "$how" = tree ]; then
+			cp -r -s -T -- "$source" "$dest" 2>/dev/null || all=1
+		elif [ ! -e "$dest" ] && [ ! -L "$dest" ]; then
+			cp -- "$source" "$dest" 2>/dev/null || all=1
+		fi
+	done
+	[ $# -eq 0 ] || ln -s -- "$@" "$batch/" 2>/dev/null || all=1
+	set --
+	for entry in $skips; do
+		[ ! -L "$dir/$entry" ] || set -- "$@" "$dir/$entry"
+	done
+	[ $# -eq 0 ] || rm -f -- "$@" 2>/dev/null || all=1
+	return "$all"
+}
+
+_linked() { # $1 directory, $2 consumer, $3 1 for a fresh job-local one: serve the linked view; returns a status
+	local dir="$1" state proven='' tree=''
+	_set_of "$2"
+	state=$_state
+	_parts place "$2"
+	# Only a whole tree needs bake's state there: its marker and stamp (the other placements
+	# prove themselves, with no process started). A job-local directory never does.
+	case $_nl$_list in *"${_nl}tree$_tab"*) [ -n "$3" ] || tree=1 ;; esac
+	if [ -n "$tree" ] && [ -f "$dir/$state/links" ]; then
+		# Made before: proved as it is first, so that a start that changes nothing writes nothing.
+		_stamp_begin "$dir" "$2"
+		if _prove "$dir" "$2" linked || { _place "$dir" "$2" || _prove "$dir" "$2" linked; }; then proven=1; fi
+	else
+		# The marker first: a job starting beside this one, or this job's runner starting again
+		# with the variables it exported, sees a directory bake makes.
+		_mkdirs "$dir" "$2" both "$tree"
+		[ -z "$tree" ] || printf '' 2>/dev/null >>"$dir/$state/links" || :
+		# A placement that made every link itself is its own proof; else one stat for all files.
+		if _place "$dir" "$2"; then
+			[ -z "$tree" ] || _stamp_new "$dir" "$2" linked
+			return "$_SERVED"
+		fi
+		[ -z "$tree" ] || _stamp_begin "$dir" "$2"
+		! _prove "$dir" "$2" linked || proven=1
+	fi
+	[ -z "$tree" ] || _stamp_end "$dir" "$2" linked "$proven"
+	[ -z "$proven" ] || return "$_SERVED"
+	if [ -n "$3" ]; then
+		_reason="a job-local directory that could not be filled (no space in ${TMPDIR:-/tmp}?)"
+	else
+		_reason="a location that could not be created or written (read-only, or no permission)${_missing:+: $_missing is $_why}"
+	fi
+	return "$_CANNOT_MAKE"
+}
+
+_empty() { # $1 directory, $2 state: succeed when it holds nothing but bake's own directory
+	local state="$2" entry
 	set +f
 	set -- "$1"/* "$1"/.[!.]* "$1"/..?*
 	set -f
 	for entry do
-		[ -e "$entry" ] || [ -L "$entry" ] || continue # an unmatched glob
-		rel=$inside${entry##*/}
-		case $rel in *"$_nl"*) return 1 ;; esac
-		if [ -L "$entry" ] || [ ! -d "$entry" ]; then
-			[ -L "$entry" ] && _ours "$rel" "$row" "$entry" || return 1
-		else
-			_ours "$rel" "$row" "$entry" && _only_ours "$entry" "$rel/" "$row" || return 1
-		fi
+		{ [ -e "$entry" ] || [ -L "$entry" ]; } || continue # an unmatched glob
+		[ "${entry##*/}" = "${state%%/*}" ] || return 1
 	done
 }
 
-# --- filling a location
+# --- the copied view: verified copies into node storage, one job at a time
 
-_link_files() { # $1 directory, $2 loc row: link each missing baked file into the image
-	local dir="$1" files k name asset parent='' base
-	eval "files=\$_loc_files_$2"
+_kind_of() { # $1 path: sets _why to what is there, as a message names it (a lstat, never a follow)
+	if [ -L "$1" ]; then
+		_why="a symbolic link"
+	elif [ -d "$1" ]; then
+		_why="a directory"
+	elif [ -f "$1" ]; then
+		_why="a regular file"
+	elif [ -p "$1" ]; then
+		_why="a FIFO"
+	elif [ -b "$1" ] || [ -c "$1" ]; then
+		_why="a device"
+	elif [ -e "$1" ]; then
+		_why="a socket"
+	else
+		_why="nothing"
+	fi
+}
+
+_special() { # $1 path: succeed, setting _why, when something other than a real directory or nothing is there
+	_kind_of "$1"
+	case $_why in "a directory" | nothing) return 1 ;; esac
+}
+
+_in_the_way() { # $1 path: set _reason for something at a name bake needs in node storage, and fail
+	_reason="node storage where $1 is $_why, which is never followed or opened"
+	_hostile=1
+	return 1
+}
+
+_node_dirs() { # $1 directory, $2 consumer: make bake's state and each directory of the copied view, never through a link
+	local dir="$1" entry part='' IFS
+	_set_of "$2"
+	_parts dir "$2"
 	set --
-	for k in $files; do
-		eval "name=\$_file_name_$k"
-		case $name in */*) set -- "$@" "$dir/${name%/*}" ;; esac
+	IFS=/
+	for entry in $_state; do
+		part=$part/$entry
+		set -- "$@" "$dir$part"
 	done
-	[ $# -eq 0 ] || mkdir -p -- "$@" 2>/dev/null || :
-	# One ln per directory: `ln -s A B DIR/` names each link after its target.
-	set --
-	for k in $files; do
-		eval "name=\$_file_name_$k asset=\$_file_asset_$k"
-		[ ! -e "$dir/$name" ] && [ ! -L "$dir/$name" ] || continue
-		base=${name##*/}
-		case $name in */*) name=$dir/${name%/*} ;; *) name=$dir ;; esac
-		if [ "$base" != "${asset##*/}" ]; then
-			ln -s -T -- "$_assets/$asset" "$name/$base" 2>/dev/null || :
-			continue
-		fi
-		if [ "$name" != "$parent" ] && [ $# -gt 0 ]; then
-			ln -s -- "$@" "$parent/" 2>/dev/null || :
-			set --
-		fi
-		parent=$name
-		set -- "$@" "$_assets/$asset"
+	IFS=$_nl
+	for entry in $_list; do
+		entry=${entry#*"$_tab"}
+		[ "$entry" = . ] || set -- "$@" "$dir/$entry"
 	done
-	[ $# -eq 0 ] || ln -s -- "$@" "$parent/" 2>/dev/null || :
-}
-
-_add_links() { # $1 directory, $2 loc row, $3 1 for node storage: make each absent link record
-	local dir="$1" links k name target parent
-	eval "links=\$_loc_links_$2"
-	for k in $links; do
-		eval "name=\$_link_name_$k target=\$_link_target_$k"
-		[ ! -e "$dir/$name" ] && [ ! -L "$dir/$name" ] || continue
-		# Where the target lands, worked out on the names: the link's directory may not exist yet,
-		# and is made only once the target is there.
-		parent=${name%/*}
-		[ "$parent" != "$name" ] || parent=
-		while case $target in ../*) true ;; *) false ;; esac do
-			target=${target#../}
-			case $parent in */*) parent=${parent%/*} ;; *) parent= ;; esac
-		done
-		target=$dir/${parent:+$parent/}$target
-		# In node storage only onto a real file: never a chain that ends in the image.
-		if [ -n "$3" ]; then [ -f "$target" ] && [ ! -L "$target" ] || continue; fi
-		[ -e "$target" ] || continue
-		case $name in */*) mkdir -p -- "$dir/${name%/*}" 2>/dev/null || continue ;; esac
-		eval "target=\$_link_target_$k"
-		ln -s -T -- "$target" "$dir/$name" 2>/dev/null || :
+	for entry do
+		if _special "$entry"; then _in_the_way "$entry" || return 1; fi
+		[ -d "$entry" ] && continue
+		# mkdir makes a new entry: it never follows a link at the name it makes.
+		mkdir -- "$entry" 2>/dev/null && continue
+		if _special "$entry"; then _in_the_way "$entry" || return 1; fi
+		[ -d "$entry" ] && continue # a concurrent job made it
+		_reason="node storage that cannot be written (cannot make the directory $entry)"
+		return 1
 	done
 }
 
-_expected_sum() { # $1 asset path: sets _sum to its sha256 from SHA256SUMS, or empty
-	local sum path
-	_sum=
-	[ -r "$_assets/SHA256SUMS" ] || return 0
-	while IFS=' ' read -r sum path || [ -n "${path:-}" ]; do
-		if [ "${path#\*}" = "$1" ]; then
-			_sum=$sum
+_open_lock() { # $1 lock file: open it on fd 9, as a new file or a regular one, never through a link
+	if [ ! -e "$1" ] && [ ! -L "$1" ]; then
+		# noclobber creates with O_EXCL: a link or FIFO appearing at the name fails, never followed.
+		set -C
+		if { command exec 9>"$1"; } 2>/dev/null; then
+			set +C
 			return 0
 		fi
-	done <"$_assets/SHA256SUMS"
+		set +C
+	fi
+	_kind_of "$1"
+	if [ "$_why" != "a regular file" ]; then
+		_in_the_way "the lock $1"
+		return 1
+	fi
+	if ! { command exec 9<"$1"; } 2>/dev/null; then
+		_reason="node storage that cannot be written (cannot open the lock $1)"
+		return 1
+	fi
 }
 
-_copy_verified() { # $1 asset path, $2 partial file, $3 size: copy, check, fsync; set _reason and fail if not
-	local got
-	_expected_sum "$1"
-	if [ -z "$_sum" ]; then
-		_reason="node storage, but SHA256SUMS lists no sha256 for $1 to verify a copy against"
+_take_lock() { # $1 directory, $2 consumer: hold its lock on fd 9 as the copier (_copier=1) or after a wait
+	local state bytes bound started
+	_set_of "$2"
+	state=$_state bytes=$_bytes
+	_open_lock "$1/$state/lock" || return 1
+	if flock -n 9 2>/dev/null; then
+		_copier=1
+		return 0
+	fi
+	bound=$((_WAIT_MARGIN_S + bytes / _DISK_BYTES_PER_S))
+	_clock_ms
+	started=$_now_ms
+	if ! flock -s -w "$bound" 9 2>/dev/null; then
+		exec 9>&-
+		_reason="node storage where another job has been copying for over $bound s (the bound: $_WAIT_MARGIN_S s, plus 1 s per 32 MiB)"
 		return 1
 	fi
-	rm -f -- "$2" 2>/dev/null || :
-	# noclobber: O_EXCL, so a link planted at the partial's name is never followed.
-	if ! (set -C && exec cat -- "$_assets/$1" >"$2") 2>/dev/null; then
-		_reason="node storage that cannot be written (copying $1 there failed: no space, or no permission)"
+	_clock_ms
+	[ -z "$started" ] || [ -z "$_now_ms" ] ||
+		_notes="$_notes; waited $(((_now_ms - started) / 1000)) s for another job's copy into $1"
+}
+
+_copy_in() { # $1 directory, $2 consumer: as the copier, copy the missing files in; sets _reason if it could not
+	local dir="$1" state root staging out
+	_set_of "$2"
+	state=$_state root=$_root
+	set +f
+	rm -rf -- "$dir/$state"/partial.* 2>/dev/null || : # a dead copier's: only the lock holder makes them
+	set -f
+	staging=$(mktemp -d "$dir/$state/partial.XXXXXX" 2>/dev/null) || staging=''
+	if [ -z "$staging" ]; then
+		_reason="node storage that cannot be written (no partial directory in $dir/$state)"
 		return 1
 	fi
-	if ! _sizes_match "$3" "$2"; then
-		_reason="node storage where a copy of $1 came out with the wrong size (expected $3 bytes)"
-		return 1
+	_copies=0 _copy_bytes=0
+	mkdir -- "$staging/lists" "$staging/tree" 2>/dev/null || :
+	out=$(_stat_listing "$dir" "$2" copied | _bake_out=$staging _awk "$2" copied plan - 2>/dev/null) || :
+	_judge "$out" || :
+	# The files, and the relative links among them, into a directory of bake's own, one cp per
+	# directory; sha256sum checks every copy against the sealed sums; the copies enter by hard
+	# link, which never replaces an existing name.
+	if [ "$_copies" -eq 0 ]; then
+		:
+	elif ! _copy_lists "$_assets/$root" "$staging"; then
+		_reason="node storage that cannot be written (copying $_copies file(s) there failed: no space, or no permission)"
+	elif [ -s "$staging/sums" ] && ! (cd -- "$staging/tree" && sha256sum -c "$staging/sums") >"$staging/checked" 2>&1; then
+		_reason="node storage where a copy did not match its sha256: $(_first_failure "$staging")"
+	else
+		sync -f -- "$staging/tree" 2>/dev/null || sync 2>/dev/null || :
+		cp -r -l -P -- "$staging/tree/." "$dir/" 2>/dev/null || :
+		_notes="$_notes; copied $_copies file(s), $_copy_bytes bytes, into $dir"
 	fi
-	# The copy is read back once: every later job, in any image, trusts its size alone.
-	if command -v sha256sum >/dev/null 2>&1; then
-		got=$(sha256sum <"$2" 2>/dev/null) || got=
-		if [ "${got%% *}" != "$_sum" ]; then
-			_reason="node storage where a copy of $1 hashed sha256 '${got%% *}', expected $_sum (SHA256SUMS)"
+	rm -rf -- "$staging" 2>/dev/null || :
+	[ -z "$_reason" ]
+}
+
+_copy_lists() { # $1 source root, $2 staging directory: copy each list of names into its directory under tree/
+	local number dir
+	while IFS=$_tab read -r number dir; do
+		mkdir -p -- "$2/tree/$dir" 2>/dev/null &&
+			(cd -- "$1" && LC_ALL=C xargs -0 -r cp -P -t "$2/tree/$dir" -- <"$2/lists/$number") 2>/dev/null || return 1
+	done <"$2/dirs"
+}
+
+_first_failure() { # $1 staging directory: name the first copy sha256sum -c failed, with what it hashed
+	local line name got want
+	while IFS= read -r line; do
+		case $line in *': FAILED'*) ;; *) continue ;; esac
+		name=${line%%: FAILED*}
+		got=$(sha256sum <"$1/tree/$name" 2>/dev/null) || got=''
+		while IFS=' ' read -r want line; do
+			[ "$line" != "$name" ] || break
+		done <"$1/sums"
+		printf '%s' "a copy of ${name#./} hashed sha256 ${got%% *}, expected $want (bake.serve)"
+		return 0
+	done <"$1/checked"
+	printf '%s' "sha256sum could not check the copies"
+}
+
+_seed() { # $1 directory, $2 consumer: take the lock, then copy (the copier) or prove (a waiter); sets _reason if not
+	local tool
+	for tool in awk flock xargs; do
+		command -v "$tool" >/dev/null 2>&1 && continue
+		_reason="node storage, left as is: no $tool on PATH to copy into it safely"
+		return 1
+	done
+	_node_dirs "$1" "$2" || return 1
+	_take_lock "$1" "$2" || return 1
+	# A waiter proves what the copier left; a copier that died left its lock to the kernel.
+	if [ -z "$_copier" ] && ! _prove "$1" "$2" copied; then
+		flock -u 9 2>/dev/null || :
+		if ! flock -n 9 2>/dev/null; then
+			_reason="node storage where another job is copying right now"
 			return 1
 		fi
+		_copier=1
 	fi
-	sync -- "$2" 2>/dev/null || :
+	[ -z "$_copier" ] || _copy_in "$1" "$2"
 }
 
-_copy() { # $1 directory, $2 file row: add a verified copy under the file's lock; set _reason and fail if not
-	local name asset size lock target partial status=0
-	eval "name=\$_file_name_$2 asset=\$_file_asset_$2 size=\$_file_size_$2 lock=\$_file_lock_$2"
-	target=$1/$name
-	lock=$1/${lock:-$name.lock}
-	mkdir -p -- "${target%/*}" "${lock%/*}" 2>/dev/null || :
-	if ! { command exec 9>>"$lock"; } 2>/dev/null; then
-		_reason="node storage that cannot be written (no lock file $lock)"
-		return 1
-	fi
-	if ! flock -n 9 2>/dev/null; then
-		exec 9>&-
-		_reason="node storage where another job is copying $name right now (lock $lock)"
-		return 1
-	fi
-	if [ ! -e "$target" ] && [ ! -L "$target" ]; then
-		partial=${target%/*}/.${target##*/}.bake-partial
-		# ln makes the final name appear at once, complete, and fails if anything is there:
-		# a rename that never replaces (mv would replace; mv -n checks, then renames).
-		if _copy_verified "$asset" "$partial" "$size" && ! ln -T -- "$partial" "$target" 2>/dev/null; then
-			_reason="node storage where $name could not be put in place (no hard links there?)"
-			status=1
+_copied() { # $1 directory, $2 consumer: serve the copied view there; returns a status
+	local dir="$1" failed=''
+	_copier=''
+	[ -z "$_seed" ] || _stamp_begin "$dir" "$2"
+	if ! _prove "$dir" "$2" copied; then
+		if [ -z "$_seed" ]; then
+			_reason="node storage, left as is under BAKE_SEED=0${_missing:+ ($_missing: $_why)}"
+			return "$_KEEP"
 		fi
-		rm -f -- "$partial" 2>/dev/null || :
+		_stamp_end "$dir" "$2" copied ''
+		if ! _seed "$dir" "$2"; then
+			exec 9>&-
+			case $_reason in *"cannot be written"* | *"did not match"* | *"no "*" on PATH"*) return "$_KEEP" ;; esac
+			return "$_MOVE"
+		fi
+		_stamp_begin "$dir" "$2"
+		_prove "$dir" "$2" copied || failed=1
 	fi
 	exec 9>&-
-	return "$status"
+	if [ -n "$failed" ]; then
+		_stamp_end "$dir" "$2" copied ''
+		_reason="node storage where ${_missing:-a file} is ${_why:-not the baked file}, and nothing there is changed"
+		return "$_MOVE"
+	fi
+	_stamp_end "$dir" "$2" copied 1
+	[ -z "$_verify" ] || _verify_copies "$dir" "$2"
+	return "$_SERVED"
 }
 
-_seed() { # $1 node storage directory, $2 loc row: copy in each missing baked file; sets _reason on a miss
-	local files k name
-	eval "files=\$_loc_files_$2"
-	for k in $files; do
-		eval "name=\$_file_name_$k"
-		[ ! -e "$1/$name" ] && [ ! -L "$1/$name" ] || continue
-		if ! command -v flock >/dev/null 2>&1; then
-			_reason="node storage, left as is: no flock on PATH to copy into it safely"
-			return 0
-		fi
-		_copy "$1" "$k" || return 0
-	done
+_verify_copies() { # $1 directory, $2 consumer: BAKE_VERIFY=1: hash the node copies served; exit 3 on a mismatch
+	local out line file got
+	out=$(_awk "$2" copied sums | (cd -- "$1" && sha256sum -c - 2>&1)) && return 0
+	while IFS= read -r line; do
+		case $line in *': FAILED'*) ;; *) continue ;; esac
+		file=${line%%: FAILED*}
+		if got=$(sha256sum <"$1/$file" 2>/dev/null); then got="sha256 ${got%% *}"; else got="no readable file"; fi
+		_say "error: BAKE_VERIFY=1: $1/$file: expected the baked file's sha256 (bake.serve), saw $got; remove that copy from node storage, the next job copies it again; job not started"
+		exit 3
+	done <<EOF
+$out
+EOF
+	_say "error: BAKE_VERIFY=1: $1: expected every node copy to hash as baked, saw: $out; job not started"
+	exit 3
 }
 
-_place() { # $1 directory, $2 loc row: make it where that is ours to do; sets _node for node storage
-	local dir="$1" up="$1"
-	_node=
+# --- serving a location
+
+_where() { # $1 directory, $2 consumer: make it where that is ours to do; sets _view; returns a status if not
+	local dir="$1" up state
+	_set_of "$2"
+	state=$_state
+	_kind=''
 	if [ ! -d "$dir" ]; then
-		while [ -n "$up" ] && [ ! -e "$up" ] && [ ! -L "$up" ]; do up=${up%/*}; done
-		if [ "$up" = "$dir" ]; then
-			[ ! -e "$dir" ] || return "$_NOT_A_DIR"
+		if [ -L "$dir" ] && [ ! -e "$dir" ]; then
 			# A dangling link: replaced on our own filesystem, never in node storage.
-			if _on_node_fs "${dir%/*}/"; then
-				_node=1 _reason="node storage where $dir is a dangling link, which is never changed"
-				return "$_NOT_SEEDED"
+			_fs_kind "${dir%/*}/"
+			if [ "$_kind" = node ]; then
+				_reason="node storage where $dir is a dangling link, which is never changed"
+				return "$_KEEP"
 			fi
 			rm -f -- "$dir" 2>/dev/null || :
-		elif [ ! -d "${up:-/}" ]; then
-			return "$_CANNOT_MAKE"
-		elif _on_node_fs "${up:-/}"; then
-			_node=1
-			if [ -z "$_seed" ]; then
+		elif [ ! -e "$dir" ]; then
+			up=${dir%/*}
+			while [ -n "$up" ] && [ ! -e "$up" ] && [ ! -L "$up" ]; do up=${up%/*}; done
+			[ -d "${up:-/}" ] || return "$_CANNOT_MAKE"
+			_fs_kind "${up:-/}"
+			if [ "$_kind" = node ] && [ -z "$_seed" ]; then
 				_reason="node storage, left as is under BAKE_SEED=0"
-				return "$_NOT_SEEDED"
+				return "$_KEEP"
 			fi
 		fi
 		# mkdir -p, then a look: a concurrent job's mkdir is no failure (no check-then-act gap).
@@ -585,40 +1043,35 @@ _place() { # $1 directory, $2 loc row: make it where that is ours to do; sets _n
 			[ -e "$dir" ] && return "$_NOT_A_DIR"
 			return "$_CANNOT_MAKE"
 		fi
-	elif _on_node_fs "$dir" || ! _only_ours "$dir" "" "$2"; then
-		_node=1
 	fi
+	[ -n "${_kind:-}" ] || _fs_kind "$dir"
+	case $_kind in
+	tmpfs) _view=linked ;;
+	node) _view=copied ;;
+	*)
+		if [ -f "$dir/$state/links" ] || _was_job_local "$dir" || _placed_one "$dir" "$2" || _empty "$dir" "$state"; then
+			_view=linked
+		else
+			_view=copied
+		fi
+		;;
+	esac
 }
 
-_serve_at() { # $1 directory, $2 loc row: serve the loc's files there; returns a status above
-	local status=0
-	_reason=
-	if [ -d "$1" ] && _complete "$1" "$2"; then return "$_SERVED"; fi
+_serve_at() { # $1 directory, $2 consumer: serve its files there; returns a status above
+	_reason='' _missing='' _why='' _hostile=''
+	if [ -z "$_verify" ] && { _in_place "$1" "$2" || _stamped "$1" "$2"; }; then return "$_SERVED"; fi
 	if _is_job_local "$1"; then
-		_node=
-		mkdir -p -- "$1" 2>/dev/null || :
+		_linked "$1" "$2" 1
+		return
+	fi
+	_where "$1" "$2" || return
+	if [ "$_view" = linked ]; then
+		_linked "$1" "$2" ''
 	else
-		_place "$1" "$2" || return $?
+		_copied "$1" "$2"
 	fi
-	if [ -z "$_node" ]; then
-		_link_files "$1" "$2"
-		_add_links "$1" "$2" ''
-	elif [ -n "$_seed" ]; then
-		_seed "$1" "$2"
-		_add_links "$1" "$2" 1
-	else
-		_reason="node storage, left as is under BAKE_SEED=0"
-	fi
-	_complete "$1" "$2" && return "$_SERVED"
-	if [ -n "$_node" ]; then
-		[ -n "$_reason" ] || _reason="node storage where $_missing is not the baked file, and nothing there is changed"
-		return "$_NOT_SEEDED"
-	fi
-	[ -n "$_reason" ] || _reason="a location that could not be created or written (read-only, or no permission)"
-	return "$_CANNOT_MAKE"
 }
-
-# --- serving each location
 
 _problem() { # $1 location, $2 expected, $3 seen, $4 what to do: one warning (error under BAKE_REQUIRE)
 	_unserved=$((_unserved + 1))
@@ -629,61 +1082,64 @@ _problem() { # $1 location, $2 expected, $3 seen, $4 what to do: one warning (er
 	fi
 }
 
-_wanted() { # $1 loc row: sets _want to what it should serve, for messages
-	local files k count=0 name
-	eval "files=\$_loc_files_$1 _want=\$_loc_consumer_$1"
-	_want="a directory serving $_want's"
-	for k in $files; do
-		count=$((count + 1))
-		eval "name=\$_file_name_$k"
-		if [ "$count" -le 3 ]; then _want="$_want $name"; fi
-	done
-	if [ "$count" -gt 3 ]; then _want="$_want and $((count - 3)) more"; fi
-	_want="$_want from $_assets"
+_wanted() { # $1 consumer: sets _want to what a location should serve, for messages
+	_set_of "$1" || _shown=''
+	_want="a directory serving $1's ${_shown:-files} from $_assets"
 }
 
-_merged() { # $1 loc row, $2 node directory or empty: sets _made to a job-local directory serving both
-	local var entry
-	eval "var=\$_loc_var_$1"
-	_job_dir "$var" || return 1
-	_link_files "$_made" "$1"
-	_add_links "$_made" "$1" ''
-	_complete "$_made" "$1" || return 1
+_merged() { # $1 variable, $2 node directory or empty, $3 consumer: sets _made to a job-local directory serving both
+	_job_dir "$1" || return 1
+	_linked "$_made" "$3" 1 >/dev/null || return 1
 	[ -d "${2:-}" ] || return 0
-	# Then every entry of the node directory whose name is free: baked files win a shared name.
-	set +f
-	set -- "$2"/* "$2"/.[!.]* "$2"/..?*
-	set -f
-	for entry do
-		shift
-		{ [ -e "$entry" ] || [ -L "$entry" ]; } || continue # an unmatched glob
-		[ -e "$_made/${entry##*/}" ] || [ -L "$_made/${entry##*/}" ] || set -- "$@" "$entry"
-	done
-	[ $# -eq 0 ] || ln -s -- "$@" "$_made/" 2>/dev/null || :
+	# Then the node directory's finished files and directories whose names are free (baked files
+	# win a shared name): never a link, a special file, a lock, a partial or bake's own state.
+	find "$2/" -mindepth 1 -maxdepth 1 '(' -type f -o -type d ')' ! -name '.bake' ! -name '*.lock' \
+		! -name '.*.bake-partial' -exec sh -c 'ln -s -- "$@" "$0/" 2>/dev/null; :' "$_made" '{}' + 2>/dev/null || :
 }
 
-_moved() { # $1 loc row just re-pointed: serve again each earlier loc whose directory moved with it
-	local row=1 at unserved consumer files
-	while [ "$row" -lt "$1" ]; do
-		eval "at=\$_loc_at_$row unserved=\$_loc_unserved_$row consumer=\$_loc_consumer_$row files=\$_loc_files_$row"
-		_resolve "$row"
-		if [ "$consumer" != - ] && [ -n "$files" ] && [ "$_resolved" != "$at" ]; then
+_moved() { # $1 variable just exported, $2 the loc ID that did: serve again each earlier loc that looks through it
+	local IFS="$_nl" record id
+	for record in $_head; do
+		case $record in "loc$_tab$2$_tab"*) return 0 ;; "loc$_tab"*) ;; *) continue ;; esac
+		_split "$record"
+		id=$_2
+		if [ "$_3" != - ] && _find set "$_3" && _uses "$id" "$1"; then
 			# Reported where it was; what counts now is where its consumer looks.
-			_unserved=$((_unserved - ${unserved:-0}))
-			_serve_loc "$row"
+			_tally_of "$id"
+			_unserved=$((_unserved - _n))
+			_serve_loc "$id"
 		fi
-		row=$((row + 1))
 	done
 }
 
-_serve_export() { # $1 loc row, $2 its directory or empty, $3 _serve_at's status: job-local for this job
-	local var
-	eval "var=\$_loc_var_$1"
+_uses() { # $1 loc ID, $2 variable: succeed when the loc, or a FALLBACK it names, is resolved through it
+	_find loc "$1" || return 1
+	_split "$_record"
+	[ "$_5" != "$2" ] || return 0
+	case $_7 in @*) _uses "${_7#@}" "$2" ;; *) return 1 ;; esac
+}
+
+_tally_of() { # $1 loc ID: sets _n to the problems last counted at it
+	local IFS="$_nl" entry
+	_n=0
+	for entry in $_tally; do
+		case $entry in "$1 "*) _n=${entry#* } ;; esac
+	done
+}
+
+_hostile_warning() { # $1 where: a warning for something planted in node storage (served job-local all the same)
+	[ -n "$_hostile" ] || return 0
+	_say "warning: $1: $_reason; served job-local for this job; remove it"
+}
+
+_serve_export() { # $1 loc ID, $2 its directory or empty, $3 _serve_at's status, $4 consumer: job-local for this job
+	local var="$_5"
 	if [ "$3" -eq "$_NOT_A_DIR" ]; then
 		_problem "$2" "$_want" "a file where a directory belongs, left alone" "remove that file, or unset $var to get a job-local directory"
 		return 0
 	fi
-	if _merged "$1" "$2"; then
+	if _merged "$var" "$2" "$4"; then
+		_hostile_warning "$2"
 		_export "$var" "$_made"
 		if [ -n "$2" ]; then _notes="$_notes; $var=$_made (job-local, $2 left as is: $_reason)"; fi
 		return 0
@@ -692,9 +1148,8 @@ _serve_export() { # $1 loc row, $2 its directory or empty, $3 _serve_at's status
 		"make ${TMPDIR:-/tmp} writable, or point $var at a writable directory"
 }
 
-_serve_under() { # $1 loc row, $2 its directory or empty, $3 _serve_at's status: warn, or go job-local
-	local var where fix
-	eval "var=\$_loc_var_$1 where=\$_loc_sub_$1"
+_serve_under() { # $1 loc ID, $2 its directory or empty, $3 _serve_at's status: warn, or go job-local
+	local var="$_5" where="$_6" fix
 	if [ -z "$2" ]; then
 		_find_uid
 		where="\${$var:-...}/$where (no HOME, and no passwd entry for uid $_uid)"
@@ -702,18 +1157,23 @@ _serve_under() { # $1 loc row, $2 its directory or empty, $3 _serve_at's status:
 		where=$2
 	fi
 	case $3 in
-	"$_CANNOT_MAKE")
+	"$_CANNOT_MAKE" | "$_MOVE")
 		if ! _is_job_local "$2" && _job_dir "$var"; then
+			_hostile_warning "$where"
 			_export "$var" "$_made"
-			_notes="$_notes; $var=$_made (job-local: $where cannot be created)"
+			if [ "$3" -eq "$_CANNOT_MAKE" ]; then
+				_notes="$_notes; $var=$_made (job-local: $where cannot be created)"
+			else
+				_notes="$_notes; $var=$_made (job-local, $where left as is: $_reason)"
+			fi
 			_serve_loc "$1"
-			_moved "$1"
+			_moved "$var" "$1"
 			return 0
 		fi
 		_reason="a location that could not be created or written (read-only, or no permission)"
 		fix="point $var at a writable directory, or make ${TMPDIR:-/tmp} writable"
 		;;
-	"$_NOT_SEEDED") fix="let a job copy the files there (BAKE_SEED=1, writable), or point $var at an empty or job-local directory" ;;
+	"$_KEEP") fix="let a job copy the files there (BAKE_SEED=1, writable), or point $var at an empty or job-local directory" ;;
 	*)
 		_reason="a file where a directory belongs, left alone"
 		fix="remove that file, or point $var elsewhere"
@@ -722,17 +1182,20 @@ _serve_under() { # $1 loc row, $2 its directory or empty, $3 _serve_at's status:
 	_problem "$where" "$_want" "$_reason" "$fix"
 }
 
-_serve_loc() { # $1 loc row: serve it where its consumer looks, or report it
-	local dir status=0 mode unserved=$_unserved
-	eval "mode=\$_loc_mode_$1"
+
+_serve_loc() { # $1 loc ID: serve it where its consumer looks, or report it
+	local dir status=0 consumer mode unserved=$_unserved
+	_find loc "$1" && _split "$_record" || return 0
+	consumer=$_3 mode=$_4
+	[ "$consumer" != - ] && _find set "$consumer" || return 0
+	_hostile=''
 	_resolve "$1"
 	dir=$_resolved
-	eval "_loc_at_$1=\$dir _loc_unserved_$1=0"
 	if [ -n "$dir" ]; then
-		_serve_at "$dir" "$1" || status=$?
+		_serve_at "$dir" "$consumer" || status=$?
 		[ "$status" -ne "$_SERVED" ] || return 0
 	else
-		status=$_CANNOT_MAKE _reason=
+		status=$_CANNOT_MAKE _reason=''
 	fi
 	if [ -z "$_reason" ]; then
 		case $status in
@@ -740,13 +1203,14 @@ _serve_loc() { # $1 loc row: serve it where its consumer looks, or report it
 		*) _reason="a location that could not be created or written (read-only, or no permission)" ;;
 		esac
 	fi
-	_wanted "$1"
+	_wanted "$consumer"
+	_find loc "$1" && _split "$_record" # the loc's fields again, for the messages below
 	if [ "$mode" = export ]; then
-		_serve_export "$1" "$dir" "$status"
+		_serve_export "$1" "$dir" "$status" "$consumer"
 	else
 		_serve_under "$1" "$dir" "$status"
 	fi
-	eval "_loc_unserved_$1=\$((_unserved - unserved))"
+	_tally="$_tally$1 $((_unserved - unserved))$_nl"
 }
 
 # --- BAKE_VERIFY
@@ -777,6 +1241,18 @@ _check_sums_file() { # fail, naming the line, when SHA256SUMS is not what sha256
 			return 1
 			;;
 		esac
+	done <"$_assets/SHA256SUMS"
+}
+
+_expected_sum() { # $1 asset path: sets _sum to its sha256 from SHA256SUMS, or empty
+	local sum path
+	_sum=
+	[ -r "$_assets/SHA256SUMS" ] || return 0
+	while IFS=' ' read -r sum path || [ -n "${path:-}" ]; do
+		if [ "${path#\*}" = "$1" ]; then
+			_sum=$sum
+			return 0
+		fi
 	done <"$_assets/SHA256SUMS"
 }
 
@@ -817,7 +1293,7 @@ EOF
 _no_assets() { # "$@" the command: nothing to serve; warn and run the job, or stop it
 	local what="BAKE_ASSETS=$_assets: expected the baked asset directory with its bake.serve, saw $_reason"
 	local fix="run the image that bake built, or set BAKE_ASSETS to its asset directory"
-	if _flag BAKE_VERIFY 0; then
+	if [ -n "$_verify" ]; then
 		_say "error: BAKE_VERIFY=1: nothing to verify: $what; $fix; job not started"
 		exit 3
 	fi
@@ -830,42 +1306,14 @@ _no_assets() { # "$@" the command: nothing to serve; warn and run the job, or st
 	exec "$@"
 }
 
-_display() { # $1 asset path: sets _shown to its name in the ready line
-	local asset="$1" dir="${1%/*}" entry
-	_shown=$1
-	case $asset in
-	*/*/*)
-		# Nested (a repository's files): its first two components say which.
-		dir=${asset#*/}
-		_shown=${asset%%/*}/${dir%%/*}
-		return 0
-		;;
-	*/*) ;;
-	*) return 0 ;;
-	esac
-	# An alias link beside the file names it (an <encoding>.<ext> link to a hash-named file).
-	set +f
-	set -- "$_assets/$dir"/*
-	set -f
-	for entry do
-		if [ -L "$entry" ] && [ "$entry" -ef "$_assets/$asset" ]; then
-			entry=${entry##*/}
-			_shown=$dir/${entry%.*}
-			return 0
-		fi
-	done
-}
-
 _ready() { # the ready line: what is served, and how long it took
-	local row=1 files k asset list='' took=''
-	while [ "$row" -le "$_nlocs" ]; do
-		eval "files=\$_loc_files_$row"
-		for k in $files; do
-			eval "asset=\$_file_asset_$k"
-			_display "$asset"
-			case "$list, " in *", $_shown, "*) ;; *) list="$list, $_shown" ;; esac
-		done
-		row=$((row + 1))
+	local list='' took='' record IFS="$_nl"
+	for record in $_head; do
+		case $record in "set$_tab"*)
+			_split "$record"
+			list="$list${_7:+, $_7}"
+			;;
+		esac
 	done
 	_clock_ms
 	if [ -n "$_now_ms" ] && [ -n "$_t0" ]; then took=" in $((_now_ms - _t0)) ms"; fi
@@ -895,28 +1343,37 @@ _print_env() { # one `export VAR='value'` line per variable set, quoted for eval
 	done
 }
 
+_serve_all() { # serve every loc of bake.serve, in its order
+	local record ids='' id IFS="$_nl"
+	for record in $_head; do
+		case $record in "loc$_tab"*)
+			record=${record#loc"$_tab"}
+			ids=$ids${record%%"$_tab"*}$_nl
+			;;
+		esac
+	done
+	for id in $ids; do
+		_serve_loc "$id"
+	done
+}
+
 _main() {
-	local row consumer files
-	_t0='' _unserved=0 _notes='' _exports='' _njobdirs=0 _require='' _seed=''
+	_t0='' _unserved=0 _notes='' _exports='' _jobcount=0 _jobtmp='' _jobnames='' _tally='' _require='' _seed='' _verify='' _report=1
+	_reason='' _missing='' _why='' _hostile='' _copier='' _tmp_stamp='' _copies=0 _copy_bytes=0
 	if _flag BAKE_QUIET 0; then _quiet=1; else
 		_quiet=
-		_clock_ms
+		_clock_ms start
 		_t0=$_now_ms
 	fi
 	_parse_args "$@"
 	if _flag BAKE_REQUIRE 0; then _require=1; fi
 	if _flag BAKE_SEED 1; then _seed=1; fi
+	if _flag BAKE_VERIFY 0; then _verify=1; fi
 	_assets=${BAKE_ASSETS:-/opt/bake/assets}
 	case $_assets in /*) ;; *) _assets=$PWD/$_assets ;; esac
 	_load_serve || _no_assets "$@"
-	if _flag BAKE_VERIFY 0; then _verify; fi
-	row=1
-	while [ "$row" -le "$_nlocs" ]; do
-		eval "consumer=\$_loc_consumer_$row files=\$_loc_files_$row"
-		# `-` rows only resolve a fallback; a consumer with no baked file keeps its locations as they are.
-		if [ "$consumer" != - ] && [ -n "$files" ]; then _serve_loc "$row"; fi
-		row=$((row + 1))
-	done
+	if [ -n "$_verify" ]; then _verify; fi
+	_serve_all
 	if [ "$_unserved" -gt 0 ] && [ -n "$_require" ]; then
 		_say "error: BAKE_REQUIRE=1: $_unserved location(s) above cannot serve the baked files from $_assets; fix them or unset BAKE_REQUIRE; job not started"
 		exit 6

@@ -2,13 +2,10 @@
 
 `sealed` lays out an asset root the way the image build does: `bake fetch` (file:// sources)
 then `bake seal`, which writes SHA256SUMS, bake.lock.json, the alias links and bake.serve for the
-built-in consumers and the manifest's `[[consumer]]` tables. Each distinct set is sealed once per
-session and copied for every test.
-
-For what `bake seal` does not write yet (the Hub's cache layout, issue 12), `hand_written` lays
-out the tree itself, with a bake.serve from `serve_text` following SERVE_FORMAT v1 exactly: `loc`
-lines in order, then `file` lines, then `link` lines, each group sorted by (ID, NAME), one TAB
-between fields.
+built-in consumers and the manifest's `[[consumer]]` tables. `sealed_hub` does the same for
+pinned Hub repositories: the blobs are put in place as `bake fetch` would, then the index is
+written and `bake seal` lays out the Hub's cache. Each distinct set is sealed once per session
+and copied for every test.
 """
 
 from __future__ import annotations
@@ -21,83 +18,20 @@ import stat
 import subprocess
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from tests.runners import bake
 
-
-@dataclass(frozen=True)
-class Loc:
-    """One lookup location: `$VAR` (mode export) or `${VAR:-FALLBACK}/SUB` (mode under)."""
-
-    id: str
-    consumer: str  # "-" for a location that only serves as another's FALLBACK
-    mode: str
-    var: str
-    sub: str = ""
-    fallback: str = ""
-
-
-@dataclass(frozen=True)
-class Consumer:
-    """A consumer: its locations, and the baked files (asset path -> name inside each location)."""
-
-    name: str
-    locs: tuple[Loc, ...]
-    files: dict[str, str] = field(default_factory=dict)
-    sizes: dict[str, int] = field(default_factory=dict)
-    locks: dict[str, str] = field(default_factory=dict)  # name -> LOCK path, when not NAME.lock
-    links: dict[str, str] = field(default_factory=dict)  # link name -> relative target
-
-
-def hub(files: dict[str, int], links: dict[str, str]) -> Consumer:
-    """The Hub: huggingface_hub's precedence as a chain of locations, blobs under `.locks/` locks."""
-    mine = {p: p.split("/", 1)[1] for p in files if p.startswith("hub/")}
-    # Blobs lock where huggingface_hub locks them; refs lock under .locks too, since a refs/main.lock
-    # beside refs/main would read as a ref named "main.lock" to huggingface_hub's cache scan.
-    locks = {}
-    for name in mine.values():
-        repo, kind, leaf = name.split("/", 2)
-        locks[name] = f".locks/{repo}/{leaf}.lock" if kind == "blobs" else f".locks/{repo}/{kind}/{leaf}.lock"
-    locs = (
-        Loc("hub.xdg", "-", "under", "XDG_CACHE_HOME", "huggingface", "$HOME/.cache"),
-        Loc("hub.home", "-", "under", "HF_HOME", "hub", "@hub.xdg"),
-        Loc("hub.0", "hub", "under", "HF_HUB_CACHE", "", "@hub.home"),
-    )
-    return Consumer("hub", locs, mine, {p: files[p] for p in mine}, locks, links)
-
-
-def serve_text(consumers: list[Consumer]) -> str:
-    """The bake.serve text for these consumers: deterministic, sorted as `bake seal` sorts it."""
-    loc_lines, file_rows, link_rows = [], [], []
-    for consumer in consumers:
-        for loc in consumer.locs:
-            loc_lines.append(["loc", loc.id, loc.consumer, loc.mode, loc.var, loc.sub, loc.fallback])
-            if loc.consumer == "-":
-                continue
-            for asset, name in consumer.files.items():
-                size, lock = str(consumer.sizes[asset]), consumer.locks.get(name, "")
-                file_rows.append((loc.id, name, ["file", loc.id, asset, name, size, lock]))
-            for name, target in consumer.links.items():
-                link_rows.append((loc.id, name, ["link", loc.id, name, target]))
-    lines = [
-        *loc_lines,
-        *(row for _, _, row in sorted(file_rows)),
-        *(row for _, _, row in sorted(link_rows)),
-    ]
-    return "# bake serve v1\n" + "".join("\t".join(fields) + "\n" for fields in lines)
-
-
 # --- a box to run the entrypoint in --------------------------------------------------------
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "entrypoint.sh"
 # Commands the script may run besides its shell's builtins; the jobs use env, sh and cat.
 TOOLS = (
-    "cat", "date", "env", "flock", "id", "ln", "mkdir", "mktemp",
-    "rm", "sh", "sha256sum", "stat", "sync", "true",
+    "awk", "cat", "chmod", "cp", "date", "env", "find", "flock", "id", "ln", "mkdir", "mktemp", "mv",
+    "rm", "sh", "sha256sum", "stat", "sync", "true", "xargs",
 )  # fmt: skip
 SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
 
@@ -181,6 +115,54 @@ def sealed(
     return make
 
 
+def git_blob(data: bytes) -> str:
+    """The git blob id the Hub gives a file that is not stored with LFS."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def sealed_hub(repo: str, commit: str, files: dict[str, bytes], *, whole: bool = True) -> AssetMaker:
+    """An asset root holding one Hub repository pinned at ``commit``, sealed by `bake seal`.
+
+    ``whole``: the entry names every file of the repository (a tree listing is written, and the
+    snapshot is served whole); else an include pattern narrowed it.
+    """
+    key = hashlib.sha256(repr((repo, commit, sorted(files.items()), whole)).encode()).hexdigest()
+
+    def make(root: Path) -> Path:
+        if key not in _TEMPLATES:
+            _TEMPLATES[key] = _seal_hub_template(repo, commit, files, whole)
+        shutil.copytree(_TEMPLATES[key], root, symlinks=True)
+        return root
+
+    return make
+
+
+def _seal_hub_template(repo: str, commit: str, files: dict[str, bytes], whole: bool) -> Path:
+    from bake.index import write_index
+    from bake.manifest import load_manifest
+
+    work = Path(tempfile.mkdtemp(prefix="bake-sealed-hub-"))
+    atexit.register(_remove, work)
+    records = [
+        f'  {{path = "{p}", size = {len(d)}, sha256 = "{hashlib.sha256(d).hexdigest()}", '
+        f'blob = "{git_blob(d)}"}},'
+        for p, d in sorted(files.items())
+    ]
+    include = "" if whole else 'include = ["*"]\n'
+    text = f'[[hub]]\nrepo = "{repo}"\ncommit = "{commit}"\nref = "main"\n{include}files = [\n'
+    (work / "assets.toml").write_text(text + "\n".join(records) + "\n]\n")
+    dest = work / "assets"
+    folder = "models--" + repo.replace("/", "--")
+    for data in files.values():
+        blob = dest / "hub" / folder / "blobs" / git_blob(data)
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(data)
+    write_index(dest, load_manifest(work / "assets.toml"))
+    done = bake("seal", "--manifest", str(work / "assets.toml"), "--dest", str(dest))
+    assert done.returncode == 0, f"bake seal: {done.stderr}"
+    return dest
+
+
 def _seal_template(files: dict[str, bytes], urls: dict[str, str], declared: dict[str, str]) -> Path:
     work = Path(tempfile.mkdtemp(prefix="bake-sealed-"))
     atexit.register(_remove, work)
@@ -208,29 +190,6 @@ def _seal_template(files: dict[str, bytes], urls: dict[str, str], declared: dict
 def _remove(tree: Path) -> None:
     subprocess.run(["chmod", "-R", "u+w", str(tree)], check=False)
     shutil.rmtree(tree, ignore_errors=True)
-
-
-def hand_written(files: dict[str, bytes], consumers: list[Consumer], aliases: dict[str, str]) -> AssetMaker:
-    """An asset root laid out by hand, as the image has it, with ``serve_text(consumers)`` as bake.serve."""
-
-    def make(root: Path) -> Path:
-        root.mkdir(parents=True)
-        for rel, data in files.items():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_bytes(data)
-        for rel, target in aliases.items():
-            (root / rel).symlink_to(target)
-        sums = "".join(f"{hashlib.sha256(files[rel]).hexdigest()}  {rel}\n" for rel in sorted(files))
-        (root / "SHA256SUMS").write_text(sums)
-        (root / "bake.lock.json").write_text("{}\n")
-        (root / "bake.serve").write_text(serve_text(consumers))
-        for path in sorted(root.rglob("*"), reverse=True):
-            if not path.is_symlink():
-                path.chmod(0o555 if path.is_dir() else 0o444)
-        root.chmod(0o555)
-        return root
-
-    return make
 
 
 @dataclass

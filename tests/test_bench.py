@@ -24,6 +24,7 @@ MEASURES = [
     "base_bump",
     "fresh_builder",
     "entrypoint",
+    "scale",
 ]
 SECONDS = {
     "cold_fetch": [
@@ -38,8 +39,10 @@ SECONDS = {
     "warm_rebuild": ["cold_seconds", "warm_seconds"],
     "base_bump": ["build_seconds", "push_seconds"],
     "fresh_builder": ["publish_seconds", "seconds"],
-    "entrypoint": ["median_ms_entrypoint_true", "median_ms_true"],
+    "entrypoint": ["median_ms_entrypoint_true", "median_ms_entrypoint_true_unset", "median_ms_true"],
+    "scale": ["digest_seconds", "seal_seconds"],
 }
+SCALE_CASES = ("fresh", "empty", "served", "cp -rs", "node", "node served", "hub fresh", "hub served")
 ZERO_ASSET_BYTES = {
     "warm rebuild, from the mirror": ("warm_rebuild", "warm_asset_bytes"),
     "base bump, from the mirror": ("base_bump", "build_asset_bytes_from_mirror"),
@@ -102,7 +105,7 @@ def test_every_measure_is_reported(report: dict, measure: str) -> None:
 
 def test_every_measure_has_a_verdict(report: dict) -> None:
     rows = report["targets"]
-    assert [row["measure"].split(". ", 1)[0] for row in rows] == [str(i) for i in range(1, 9)]
+    assert [row["measure"].split(". ", 1)[0] for row in rows] == [str(i) for i in range(1, 10)]
     assert all(isinstance(row["met"], bool) and row["result"] and row["target"] for row in rows)
 
 
@@ -165,6 +168,14 @@ def test_every_build_has_the_same_asset_layer(report: dict, path: tuple[str, ...
 
 def test_the_entrypoint_ran_as_often_as_the_profile_says(report: dict) -> None:
     assert report["measures"]["entrypoint"]["runs"] == 20
+
+
+def test_every_scale_case_is_measured_at_every_count(report: dict) -> None:
+    scale = report["measures"]["scale"]
+    assert sorted(map(int, scale["files"])) == [10, 100]  # the smoke profile's counts
+    for row in scale["files"].values():
+        assert all(0 < row[case] < 60_000 for case in SCALE_CASES), row
+    assert set(scale["ratios"]) == set(SCALE_CASES) and scale["ratio_of"] == [10, 100]
 
 
 def test_the_machine_is_described(report: dict) -> None:

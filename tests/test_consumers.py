@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bake import consumers, index, manifest
+from bake import consumers, index, manifest, servefile
 from tests.runners import bake
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,7 +144,9 @@ def test_relative_xdg_resolves_against_cwd(tmp_path, monkeypatch) -> None:
     ("environ", "expected"),
     [
         pytest.param({"XDG_CACHE_HOME": "/x", "HOME": "/h"}, "/x/s3tokenizer", id="set"),
-        pytest.param({"XDG_CACHE_HOME": "", "HOME": "/h"}, "/h/.cache/s3tokenizer", id="empty-is-unset"),
+        # s3tokenizer's os.getenv("XDG_CACHE_HOME", default) takes "" as a path: the working directory.
+        # The entrypoint never serves there; it exports XDG_CACHE_HOME with the default it served.
+        pytest.param({"XDG_CACHE_HOME": "", "HOME": "/h"}, f"{os.getcwd()}/s3tokenizer", id="empty-is-cwd"),
         pytest.param({"HOME": "/h"}, "/h/.cache/s3tokenizer", id="unset"),
     ],
 )
@@ -253,30 +255,44 @@ def test_declared_consumers_come_back_from_bake_serve(declared) -> None:
 class Chained(consumers.Consumer):
     """A consumer with its own records, as the Hub registers one: a chained fallback and a link."""
 
-    def serve_records(self, files):
+    def serve_records(self, files, aliases):
+        parts = [
+            servefile.Dir(self.name, "both", "."),
+            servefile.Place(self.name, "tree", self.name, "."),
+            *(
+                servefile.File(self.name, "both", self.name_in_location(f.path), f.size, f.sha256)
+                for f in files
+            ),
+            servefile.Link(self.name, "latest", "v1"),
+        ]
         return [
-            ("loc", "chained.base", "-", "under", "XDG_CACHE_HOME", "chained", "$HOME/.cache"),
-            ("loc", "chained.0", self.name, "under", "CHAINED_HOME", "", "@chained.base"),
-            *(("file", "chained.0", f.path, self.name_in_location(f.path), str(f.size), "") for f in files),
-            ("link", "chained.0", "latest", "v1"),
+            servefile.Loc("chained.base", "-", "under", "XDG_CACHE_HOME", "chained", "$HOME/.cache"),
+            servefile.Loc("chained.0", self.name, "under", "CHAINED_HOME", "", "@chained.base"),
+            servefile.served_set(self.name, ".bake", self.name, "chained", parts),
+            *parts,
         ]
 
 
 def test_a_consumer_may_write_its_own_records_and_chain_locations() -> None:
     chained = Chained("chained", [consumers.parse_location("${CHAINED_HOME:-/opt/chained}", "")])
-    files = [index.LockedFile("chained/v1", 3, "0" * 64), index.LockedFile("tiktoken/x", 1, "0" * 64)]
+    files = [index.LockedFile("chained/v1", 3, "0" * 64), index.LockedFile("tiktoken/x", 1, "1" * 64)]
     lines = consumers.serve_text(consumers.table([chained]), files).splitlines()
-    assert lines == [
+    sets = [line.split("\t")[:2] for line in lines if line.startswith("set\t")]
+    assert [line for line in lines if not line.startswith("set\t")] == [
         "# bake serve v1",
         "loc\tchained.base\t-\tunder\tXDG_CACHE_HOME\tchained\t$HOME/.cache",
         "loc\tchained.0\tchained\tunder\tCHAINED_HOME\t\t@chained.base",
         "loc\ttiktoken.0\ttiktoken\texport\tTIKTOKEN_RS_CACHE_DIR\t\t",
         "loc\ttiktoken.1\ttiktoken\texport\tTIKTOKEN_CACHE_DIR\t\t",
-        "file\tchained.0\tchained/v1\tv1\t3\t",
-        "file\ttiktoken.0\ttiktoken/x\tx\t1\t",
-        "file\ttiktoken.1\ttiktoken/x\tx\t1\t",
-        "link\tchained.0\tlatest\tv1",
+        "dir\tchained\tboth\t.",
+        "dir\ttiktoken\tboth\t.",
+        "place\tchained\ttree\tchained\t.",
+        "place\ttiktoken\tlink\ttiktoken/x\tx",
+        f"file\tchained\tboth\tv1\t3\t{'0' * 64}",
+        f"file\ttiktoken\tboth\tx\t1\t{'1' * 64}",
+        "link\tchained\tlatest\tv1",
     ]
+    assert sets == [["set", "chained"], ["set", "tiktoken"]]
     assert consumers.declared_from_serve("\n".join(lines)) == []
 
 

@@ -16,6 +16,7 @@ import signal
 import stat
 import statistics
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,14 +31,14 @@ from tests.serve import (
     Box,
     Shell,
     content,
-    hand_written,
-    hub,
+    git_blob,
     job_env,
     new_box,
     ready_lines,
     require,
     resolved,
     sealed,
+    sealed_hub,
     snapshot,
 )
 
@@ -168,9 +169,13 @@ def fill_data(directory: Path, loc: Location, stale: bool = True) -> None:
         (directory / sha1(O200K_URL)).write_bytes(b"stale vocab")
 
 
+# bake's own directory in node storage: its lock, and the stamps that prove a location served.
+STATE = re.compile(r"^\.bake(/lock|/served\.[0-9a-f]{64}\.copied)?$")
+
+
 def seeded_only(before: dict, after: dict, base: str, loc: Location) -> set[str]:
-    """Assert ``after`` is ``before`` plus verified copies of baked files (with their lock files and
-    parent directories) under ``base``; return the names copied."""
+    """Assert ``after`` is ``before`` plus verified copies of baked files (with their parent
+    directories, and bake's hidden lock and stamp) under ``base``; return the names copied."""
     for rel, entry in before.items():
         assert rel in after, f"{rel} was removed"
         if entry[0] == "dir":
@@ -187,9 +192,11 @@ def seeded_only(before: dict, after: dict, base: str, loc: Location) -> set[str]
         if entry[0] == "file" and name in names(loc):
             assert entry[3] == ASSET_FILES[f"{loc.prefix}/{name}"], rel
             copied.add(name)
-        elif entry[0] == "file":
-            assert name.endswith(".lock") and entry[3] == b"", f"{rel}: neither a baked file nor a lock"
+        elif STATE.match(name):
+            assert entry[0] == ("dir" if name == ".bake" else "file"), rel
+            assert name != ".bake/lock" or entry[3] == b"", rel
         else:
+            assert entry[0] == "dir", f"{rel}: neither a baked file, a parent of one, nor bake's own"
             parent = rel in (base, ".") or any(n.startswith(name + "/") for n in names(loc))
             assert parent, f"{rel}: unexpected"
     return copied
@@ -245,9 +252,16 @@ def test_data_directory_gains_verified_copies_only(box: Box, loc: Location, behi
     assert served.parent == box.tmp and served.name.startswith(f"bake-{loc.var}.")
     assert_made(served, box.assets, loc)
     for entry in data.iterdir():
-        if entry.name not in names(loc):
-            assert (served / entry.name).samefile(entry)
+        if entry.name in names(loc):
+            continue
+        view = served / entry.name
+        if entry.name == ".bake" or entry.name.endswith(".lock"):
+            # Locks and bake's own state (the node's lock and stamps) are never linked into a job's view.
+            assert not view.exists() and not view.is_symlink(), entry.name
+        else:
+            assert view.samefile(entry), entry.name
     assert f"{loc.var}={served} (job-local, {path} left as is:" in result.stderr
+    assert f"{sha1(O200K_URL)} is 11 bytes, not the baked 1500" in result.stderr
     assert "warning" not in result.stderr
 
 
@@ -298,14 +312,19 @@ def test_a_wrong_size_file_at_a_baked_name_is_never_changed(box: Box, loc: Locat
     (data / first).write_bytes(b"truncated")
     before = snapshot(data)
 
-    result = box.run("env", **point_at(loc, data))
+    result = box.run("env", BAKE_REQUIRE=1, **point_at(loc, data))
 
-    assert result.returncode == 0
+    env = job_env(result)
     copied = seeded_only(before, snapshot(data), "", loc)
     assert copied == set(names(loc)) - {first}
     assert (data / first).read_bytes() == b"truncated"
-    assert f"bake: warning: {data}: expected a directory serving {loc.prefix}'s" in result.stderr
-    assert f"{first} is not the baked file" in result.stderr
+    # Served job-local for this job instead: the variable exported, and the ready line says why.
+    moved = Path(env[loc.var])
+    assert moved.parent == box.tmp and moved.name.startswith(f"bake-{loc.var}.")
+    assert_made(moved / loc.sub, box.assets, loc)
+    assert f"{loc.var}={moved} (job-local, {data} left as is:" in result.stderr
+    assert f"{first} is 9 bytes, not the baked" in result.stderr
+    assert "warning" not in result.stderr
 
 
 @pytest.mark.parametrize("loc", LOCATIONS, ids=str)
@@ -402,7 +421,7 @@ def test_a_tmpfs_is_job_local_and_gets_links(box: Box, loc: Location) -> None:
     assert_made(path, box.assets, loc)
 
 
-# --- seeding: verified, under a lock, never waiting ---------------------------------
+# --- seeding: verified, one copier under a lock, the others waiting for it, bounded ---
 
 TK_RS = LOCATIONS[1]
 S3 = LOCATIONS[0]
@@ -431,36 +450,81 @@ def test_a_copy_that_does_not_match_sha256sums_is_never_put_in_place(box: Box, l
     assert "hashed sha256" in result.stderr and "expected" in result.stderr
 
 
-def test_a_job_finding_a_copy_in_progress_does_not_wait(box: Box) -> None:
+def hold_lock(data: Path, command: str) -> subprocess.Popen:
+    """Another job's copy in progress: bake's lock in ``data`` held while ``command`` runs (sh -c)."""
+    (data / ".bake").mkdir(exist_ok=True)
+    lock = data / ".bake" / "lock"
+    lock.touch()
+    holder = subprocess.Popen(
+        [require("flock"), str(lock), "sh", "-c", f"echo held; {command}"],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+def copy_in(data: Path, loc: Location) -> str:
+    """A shell command that copies ``loc``'s baked files into ``data``, as a copier would."""
+    return "; ".join(f"cat > '{data}/{n}' < '{{assets}}/{loc.prefix}/{n}'" for n in names(loc))
+
+
+def test_a_job_finding_a_copy_in_progress_waits_for_it_then_serves_node_storage(box: Box) -> None:
     data = box.root / "volume" / "data"
     fill_data(data, TK_RS, stale=False)
-    first = names(TK_RS)[0]
-    lock = data / f"{first}.lock"
-    holder = subprocess.Popen([require("flock"), str(lock), "sleep", "60"], start_new_session=True)
+    holder = hold_lock(data, "sleep 2; " + copy_in(data, TK_RS).format(assets=box.assets))
     try:
-        deadline = time.monotonic() + 10
-        while not lock.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
         started = time.monotonic()
-        busy = box.run("env", BAKE_REQUIRE=1, TIKTOKEN_RS_CACHE_DIR=data)
+        waiter = box.run("env", BAKE_REQUIRE=1, TIKTOKEN_RS_CACHE_DIR=data)
         took = time.monotonic() - started
-        assert took < 5, f"the job waited {took:.1f} s for the copy"
-        served = Path(job_env(busy)["TIKTOKEN_RS_CACHE_DIR"])
-        assert served.parent == box.tmp
-        assert_made(served, box.assets, TK_RS)
-        assert "another job is copying" in busy.stderr
-        assert not (data / first).exists()
     finally:
-        # A copier killed with its lock held: the kernel drops the lock with it.
+        holder.wait(timeout=30)
+    assert Path(job_env(waiter)["TIKTOKEN_RS_CACHE_DIR"]) == data
+    assert took >= 1.5, f"the job did not wait for the copy in progress ({took:.1f} s)"
+    assert re.search(rf"waited \d+ s for another job's copy into {re.escape(str(data))}", waiter.stderr)
+    assert "copied" not in waiter.stderr  # the copier's copies, not its own
+    assert_copies(data, TK_RS)
+
+
+def test_a_dead_copier_leaves_its_lock_to_the_kernel_and_a_waiter_takes_over(box: Box) -> None:
+    data = box.root / "volume" / "data"
+    fill_data(data, TK_RS, stale=False)
+    holder = hold_lock(data, "sleep 60")
+    (data / ".bake" / "partial.dead1").mkdir()
+    (data / ".bake" / "partial.dead1" / "half").write_bytes(b"a killed copier's partial")
+    killer = threading.Timer(1.5, os.killpg, (holder.pid, signal.SIGKILL))
+    killer.start()
+    try:
+        waiter = box.run("env", BAKE_REQUIRE=1, TIKTOKEN_RS_CACHE_DIR=data)
+    finally:
+        killer.join()
+        holder.wait(timeout=10)
+    assert Path(job_env(waiter)["TIKTOKEN_RS_CACHE_DIR"]) == data
+    assert_copies(data, TK_RS)
+    assert f"copied 2 file(s), 2700 bytes, into {data}" in waiter.stderr
+    assert not list((data / ".bake").glob("partial.*"))  # the dead copier's partial went with it
+
+
+def test_a_wait_is_bounded_then_the_job_is_served_job_local(box: Box) -> None:
+    data = box.root / "volume" / "data"
+    fill_data(data, TK_RS, stale=False)
+    holder = hold_lock(data, "sleep 120")
+    before = {k: v for k, v in snapshot(data).items() if k != ".bake"}
+    try:
+        started = time.monotonic()
+        waiter = box.run("env", BAKE_REQUIRE=1, TIKTOKEN_RS_CACHE_DIR=data)
+        took = time.monotonic() - started
+    finally:
         os.killpg(holder.pid, signal.SIGKILL)
         holder.wait(timeout=10)
-    (data / f".{first}.bake-partial").write_bytes(b"a killed copier's partial")
-
-    after = box.run("env", BAKE_REQUIRE=1, TIKTOKEN_RS_CACHE_DIR=data)
-
-    assert Path(job_env(after)["TIKTOKEN_RS_CACHE_DIR"]) == data
-    assert_copies(data, TK_RS)
-    assert not (data / f".{first}.bake-partial").exists()
+    # The bound for 2,700 bytes: 10 s, plus 1 s per 32 MiB.
+    assert 9 <= took < 40, f"waited {took:.1f} s"
+    served = Path(job_env(waiter)["TIKTOKEN_RS_CACHE_DIR"])
+    assert served.parent == box.tmp
+    assert_made(served, box.assets, TK_RS)
+    assert "another job has been copying for over 10 s" in waiter.stderr
+    assert {k: v for k, v in snapshot(data).items() if k != ".bake"} == before
 
 
 def test_without_flock_node_storage_is_not_seeded(box: Box) -> None:
@@ -584,7 +648,9 @@ def test_idempotent(box: Box, scenario: str) -> None:
 
     second = box.run("env", **env)
 
-    after_second = snapshot(box.root)
+    # bake's own state may change: a stamp proved anew is put in place again.
+    after_first = {k: v for k, v in after_first.items() if "/.bake" not in k}
+    after_second = {k: v for k, v in snapshot(box.root).items() if "/.bake" not in k}
     if scenario == "fresh":
         # Each job gets fresh job-local directories; nothing else changes.
         made = {rel for rel in after_second if rel not in after_first}
@@ -888,64 +954,69 @@ def write_serve(box: Box, text: str) -> None:
     (box.assets / "bake.serve").write_text(text)
 
 
+# (where it goes, the line): a head record goes before the first per-file record, the rest at the end.
 BAD_LINES = {
-    "unknown kind": "pkg\ts3tokenizer.0\tx",
-    "missing field": "file\ts3tokenizer.0\ts3tokenizer/x.onnx\tx.onnx\t12",
-    "parent in NAME": "file\tnltk.0\tnltk/tokenizers/punkt.zip\t../../../escaped\t700\t",
-    "absolute ASSET": "file\tnltk.0\t/etc/passwd\tpasswd\t1\t",
-    "VAR PATH": "loc\tevil.0\tevil\texport\tPATH\t\t",
-    "VAR LD_PRELOAD": "loc\tevil.0\tevil\tunder\tLD_PRELOAD\tx\t/tmp",
-    "link leaving the location": "link\tnltk.0\tcorpora/x\t../../../../etc/passwd",
-    "unknown loc": "file\tnope.0\tnltk/tokenizers/punkt.zip\tpunkt.zip\t700\t",
+    "unknown kind": ("tail", "pkg\ts3tokenizer\tx"),
+    "missing field": ("tail", "file\ts3tokenizer\tboth\tx.onnx\t12"),
+    "parent in NAME": ("tail", f"file\tnltk\tboth\t../../../escaped\t700\t{'0' * 64}"),
+    "absolute NAME": ("tail", f"file\tnltk\tboth\t/etc/passwd\t1\t{'0' * 64}"),
+    "VAR PATH": ("head", "loc\tevil.0\tevil\texport\tPATH\t\t"),
+    "VAR LD_PRELOAD": ("head", "loc\tevil.0\tevil\tunder\tLD_PRELOAD\tx\t/tmp"),
+    "VAR PYTHONHOME": ("head", "loc\tevil.0\tevil\texport\tPYTHONHOME\t\t"),
+    "link leaving the location": ("tail", "link\tnltk\tcorpora/x\t../../../../etc/passwd"),
+    "place from outside": ("head", "place\tnltk\ttree\t../..\t."),
+    "unknown consumer": ("tail", f"file\tnope\tboth\tpunkt.zip\t700\t{'0' * 64}"),
 }
 
 
-@pytest.mark.parametrize("line", list(BAD_LINES.values()), ids=list(BAD_LINES))
-def test_a_line_it_cannot_read_is_a_warning_or_exit_6_and_writes_nothing(box: Box, line: str) -> None:
-    good = (box.assets / "bake.serve").read_text()
-    write_serve(box, good + line + "\n")
+@pytest.mark.parametrize("where_line", list(BAD_LINES.values()), ids=list(BAD_LINES))
+def test_a_line_it_cannot_read_is_a_warning_or_exit_6_and_writes_nothing(
+    box: Box, where_line: tuple[str, str]
+) -> None:
+    where, line = where_line
+    lines = (box.assets / "bake.serve").read_text().splitlines()
+    at = len(lines) if where == "tail" else next(i for i, t in enumerate(lines) if t.startswith("file\t"))
+    lines.insert(at, line)
+    write_serve(box, "\n".join(lines) + "\n")
     nltk = box.root / "nltk"
+    # Node storage (a directory holding data), so that the per-file records are read too: a fresh
+    # one for each run, since a location proved and stamped is not read record by record again.
+    nodes = [box.root / "node a", box.root / "node b"]
+    for node in nodes:
+        node.mkdir()
+        (node / "user.bin").write_bytes(b"user data")
 
-    plain = box.run("env", NLTK_DATA=nltk)
-    required = box.run(*marker_job(box), BAKE_REQUIRE=1, NLTK_DATA=nltk)
+    plain = box.run("env", NLTK_DATA=nltk, TIKTOKEN_CACHE_DIR=nodes[0])
+    required = box.run(*marker_job(box), BAKE_REQUIRE=1, NLTK_DATA=nltk, TIKTOKEN_CACHE_DIR=nodes[1])
 
     assert plain.returncode == 0
-    number = len(good.splitlines()) + 1
-    assert f"bake: warning: {box.assets}/bake.serve line {number}: expected" in plain.stderr
+    assert f"bake: warning: {box.assets}/bake.serve line {at + 1}: expected" in plain.stderr
     assert required.returncode == 6 and not (box.root / "job-ran").exists()
     assert not (box.root / "escaped").exists()
     assert "PATH=" not in plain.stderr and job_env(plain)["PATH"] == str(box.bin)
+    assert "PYTHONHOME" not in job_env(plain)
     assert sorted(p.name for p in nltk.iterdir()) == ["corpora", "tokenizers"]
 
 
-# --- the Hub: chained fallbacks, nested names, link records, .locks --------------------
+# --- the Hub: chained fallbacks, a commit linked whole, copies under .locks --------------------
 
 HUB_REPO = "models--org--tiny"
 HUB_COMMIT = hashlib.sha1(b"the pinned commit").hexdigest()
 HUB_BLOBS = {
     "config.json": b'{"model_type": "tiny"}\n',
     "tokenizer.json": content("tokenizer", 2500),
+    "sub/dir/weights.bin": content("weights", 1700),
 }
 
 
-def hub_etag(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def hub_blob(name: str) -> str:
+    return git_blob(HUB_BLOBS[name])
 
 
-HUB_FILES = {
-    **{f"hub/{HUB_REPO}/blobs/{hub_etag(data)}": data for data in HUB_BLOBS.values()},
-    f"hub/{HUB_REPO}/refs/main": HUB_COMMIT.encode(),
-}
-HUB_LINKS = {
-    f"{HUB_REPO}/snapshots/{HUB_COMMIT}/{name}": f"../../blobs/{hub_etag(data)}"
-    for name, data in HUB_BLOBS.items()
-}
-
-
-@pytest.fixture
-def hub_box(shell: Shell) -> Iterator[Box]:
-    sizes = {path: len(data) for path, data in HUB_FILES.items()}
-    made = new_box(shell, hand_written(HUB_FILES, [hub(sizes, HUB_LINKS)], {}))
+@pytest.fixture(params=["whole", "narrowed"])
+def hub_box(shell: Shell, request: pytest.FixtureRequest) -> Iterator[Box]:
+    made = new_box(shell, sealed_hub("org/tiny", HUB_COMMIT, HUB_BLOBS, whole=request.param == "whole"))
+    made.whole = request.param == "whole"  # type: ignore[attr-defined]
     yield made
     shutil.rmtree(made.root)
 
@@ -1010,15 +1081,23 @@ def test_hub_cache_served_offline(hub_box: Box, case: str) -> None:
     job = job_env(result)
     cache = (hf_home if case != "HF_HOME unset" else box.home / ".cache" / "huggingface") / "hub"
     out = hf_offline(box, job)
-    assert out[0] == str(cache / HUB_REPO / "snapshots" / HUB_COMMIT)
+    snapshot_dir = cache / HUB_REPO / "snapshots" / HUB_COMMIT
+    assert out[0] == str(snapshot_dir)
     assert out[1:-1] == [data.hex() for data in HUB_BLOBS.values() for _ in range(2)]
-    blobs = [cache / HUB_REPO / "blobs" / hub_etag(data) for data in HUB_BLOBS.values()]
+    assert (cache / HUB_REPO / "refs" / "main").read_text() == HUB_COMMIT
+    assert not (cache / HUB_REPO / "refs" / "main").is_symlink()  # a copy: huggingface_hub rewrites refs
     if case != "HF_HOME shared, holding data":
-        assert all(blob.is_symlink() and str(os.readlink(blob)).startswith(str(box.assets)) for blob in blobs)
+        # The linked view: a commit whose every file is baked is one link into the image; a
+        # narrowed one, real directories with a link per file. No blob is linked: the image's resolve.
+        whole = box.whole  # type: ignore[attr-defined]
+        assert snapshot_dir.is_symlink() == whole
+        for name in HUB_BLOBS:
+            assert (snapshot_dir / name).resolve().is_relative_to(box.assets.resolve()), name
+        assert not (cache / HUB_REPO / "blobs").exists()
         return
     assert out[-1] == "['org/tiny', 'other/model']"
     # The shared volume: not a byte changed, no link into the image; gained only verified copies,
-    # the Hub's own lock files, refs and the snapshot links onto the copies.
+    # refs, the snapshot links onto the copies, and bake's lock and stamp under .locks/.bake.
     after = snapshot(hf_home, dir_mtimes=False)
     for rel, entry in before.items():
         assert after[rel][:2] == entry[:2] and (entry[0] == "dir" or after[rel] == entry), rel
@@ -1026,16 +1105,21 @@ def test_hub_cache_served_offline(hub_box: Box, case: str) -> None:
     for rel, entry in added.items():
         if entry[0] == "link":
             assert rel.startswith(f"hub/{HUB_REPO}/snapshots/{HUB_COMMIT}/")
-            assert entry[1].startswith("../../blobs/") and (hf_home / rel).resolve().is_relative_to(hf_home)
-        elif entry[0] == "file" and rel.startswith("hub/.locks/"):
-            assert entry[3] == b"" and rel.endswith(".lock")
+            assert entry[1].startswith("../../") and (hf_home / rel).resolve().is_relative_to(hf_home)
+        elif rel.startswith("hub/.locks/"):
+            assert re.fullmatch(r"hub/\.locks/\.bake(/lock|/served\.[0-9a-f]{64}\.copied)?", rel), rel
         elif entry[0] == "file":
-            assert entry[3] == HUB_FILES[f"hub/{rel[len('hub/') :]}"], rel
+            assert rel.startswith(f"hub/{HUB_REPO}/"), rel
+    blobs = [cache / HUB_REPO / "blobs" / git_blob(data) for data in HUB_BLOBS.values()]
     assert all(not blob.is_symlink() and blob.is_file() for blob in blobs)
-    assert (cache / ".locks" / HUB_REPO / f"{hub_etag(HUB_BLOBS['config.json'])}.lock").exists()
-    # A second job on the node finds everything there and changes nothing.
+    assert (cache / ".locks" / ".bake" / "lock").is_file()
+    # A second job on the node finds everything there and changes nothing but bake's stamp.
     again = box.run("env", BAKE_REQUIRE=1, **env)
-    assert job_env(again) and snapshot(hf_home, dir_mtimes=False) == after
+    assert job_env(again)
+    later = snapshot(hf_home, dir_mtimes=False)
+    assert {k: v for k, v in later.items() if ".bake/" not in k} == {
+        k: v for k, v in after.items() if ".bake/" not in k
+    }
 
 
 def test_hub_cache_variable_wins_over_hf_home(hub_box: Box) -> None:
@@ -1046,6 +1130,63 @@ def test_hub_cache_variable_wins_over_hf_home(hub_box: Box) -> None:
 
     assert not (box.root / "unused").exists()
     assert hf_offline(box, job)[0] == str(cache / HUB_REPO / "snapshots" / HUB_COMMIT)
+
+
+# What huggingface_hub itself reads, with its own constants.py, in a fresh interpreter.
+HF_CACHE = "import os; from huggingface_hub import constants; print(os.path.abspath(constants.HF_HUB_CACHE))"
+EMPTY_CASES = {
+    "HF_HOME empty": {"HF_HOME": ""},
+    "XDG_CACHE_HOME empty": {"XDG_CACHE_HOME": ""},
+    "HF_HUB_CACHE empty": {"HF_HUB_CACHE": ""},
+    "HUGGINGFACE_HUB_CACHE empty": {"HUGGINGFACE_HUB_CACHE": ""},
+    "HF_HUB_CACHE empty, HF_HOME set": {"HF_HUB_CACHE": "", "HF_HOME": "hf home"},
+    "every variable empty": {
+        v: "" for v in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME")
+    },
+}
+
+
+def huggingface_hub_reads(box: Box, env: dict[str, str]) -> Path:
+    import sys
+
+    job = {**env, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    done = subprocess.run(
+        [sys.executable, "-c", HF_CACHE], env=job, cwd=box.root, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return Path(done.stdout.strip())
+
+
+@pytest.mark.parametrize("empty", EMPTY_CASES.values(), ids=EMPTY_CASES.keys())
+def test_an_empty_hub_variable_is_read_one_way_everywhere(
+    hub_box: Box, empty: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A set but empty variable: huggingface_hub reads "" as the working directory. The Python
+    resolver reads it so too; the entrypoint serves the fallback instead and exports the variable,
+    in --print-env as when it runs the job, after which all three name the same directory."""
+    from bake.hub.layout import CACHE
+
+    box = hub_box
+    monkeypatch.chdir(box.root)
+    raw = {k: v for k, v in box.env(**empty).items() if k != "PATH"}
+    unserved = CACHE.resolve(raw)
+    assert unserved == huggingface_hub_reads(box, raw) and unserved.is_relative_to(box.root)  # "" is the cwd
+
+    printed = box.run("--print-env", cwd=box.root, **empty)
+    ran = job_env(box.run("env", cwd=box.root, **empty))
+
+    exports = dict(line.removeprefix("export ").split("=", 1) for line in printed.stdout.splitlines())
+    exports = {k: v.strip("'") for k, v in exports.items()}
+    # Each empty variable the chain reached is exported, the same in the job as in --print-env.
+    assert {k: ran[k] for k, v in empty.items() if v == "" and ran[k] != ""} == exports
+    after = {**raw, **exports}
+    served = CACHE.resolve(after)
+    assert served is not None and served != box.root
+    assert huggingface_hub_reads(box, after) == served
+    assert (served / HUB_REPO / "snapshots" / HUB_COMMIT / "config.json").read_bytes() == HUB_BLOBS[
+        "config.json"
+    ]
+    assert not (box.root / HUB_REPO).exists() and not (box.root / "hub").exists()
 
 
 # --- handing over to the job --------------------------------------------------------

@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bake import hubtable as schema
+from bake import servefile
 from bake.errors import ManifestError
 from bake.hub import layout
 from bake.manifest import manifest_digest, parse_manifest
@@ -223,7 +224,8 @@ def test_any_hub_entry_is_parsed_or_refused_with_exit_2(record: dict, head: dict
         return
     for asset in assets:  # what was accepted is safe to lay out and to serve
         assert asset.path.startswith("hub/models--") and "\t" not in asset.name and ".." not in asset.path
-        assert all(f for r in layout.serve_records(assets) for f in r[:4])
+        records = layout.serve_records(assets)
+        assert servefile.read(servefile.write(records)).refused == []  # the entrypoint reads them all
 
 
 def test_bad_manifests_exit_2_through_the_cli(tmp_path: Path) -> None:
@@ -273,34 +275,40 @@ def test_tree_listing_is_what_huggingface_hub_writes(tmp_path: Path) -> None:
 def test_serve_records_follow_huggingface_hubs_precedence() -> None:
     files = f'[{{path = "d/c.json", size = 3, sha256 = "{SHA}", blob = "{BLOB}"}}]'
     records = layout.serve_records(parse_manifest(entry(files=files, ref='"main"')))
-    locs = [r for r in records if r[0] == "loc"]
-    assert [(r[1], r[4], r[6]) for r in locs] == [
+    locs = [r for r in records if isinstance(r, servefile.Loc)]
+    assert [(r.id, r.var, r.fallback) for r in locs] == [
         ("hub.xdg", "XDG_CACHE_HOME", "$HOME/.cache"),
         ("hub.home", "HF_HOME", "@hub.xdg"),
         ("hub.legacy", "HUGGINGFACE_HUB_CACHE", "@hub.home"),
         ("hub.0", "HF_HUB_CACHE", "@hub.legacy"),
     ]
-    folder = "models--org--tiny"
-    assert (
-        "file",
-        "hub.0",
-        f"hub/{folder}/blobs/{BLOB}",
-        f"{folder}/blobs/{BLOB}",
-        "3",
-        f".locks/{folder}/{BLOB}.lock",
-    ) in records
-    assert (
-        "file",
-        "hub.0",
-        f"hub/{folder}/refs/main",
-        f"{folder}/refs/main",
-        "40",
-        f".locks/{folder}/refs/main.lock",
-    ) in records
-    assert ("link", "hub.0", f"{folder}/snapshots/{COMMIT}/d/c.json", f"../../../blobs/{BLOB}") in records
-    assert records[-1][0] == "link" and all("\t" not in f and "\n" not in f for r in records for f in r)
+    folder, ref = "models--org--tiny", hashlib.sha256(COMMIT.encode()).hexdigest()
+    (the_set,) = [r for r in records if isinstance(r, servefile.ServedSet)]
+    assert (the_set.consumer, the_set.state, the_set.root) == ("hub", ".locks/.bake", "hub")
+    assert the_set.bytes == 3 + 40 + len(
+        layout.tree_json(parse_manifest(entry(files=files)).pop().hub.entries[0])
+    )
+    # A blob is held by node storage only; the ref (and tree listing) by both views, copied.
+    assert servefile.File("hub", "copied", f"{folder}/blobs/{BLOB}", 3, SHA) in records
+    assert servefile.File("hub", "both", f"{folder}/refs/main", 40, ref) in records
+    assert servefile.Place("hub", "copy", f"hub/{folder}/refs/main", f"{folder}/refs/main") in records
+    # Every file of the commit is baked: the linked view links its snapshot directory whole.
+    snapshot = f"{folder}/snapshots/{COMMIT}"
+    assert servefile.Place("hub", "link", f"hub/{snapshot}", snapshot) in records
+    assert servefile.Link("hub", f"{snapshot}/d/c.json", f"../../../blobs/{BLOB}") in records
+    assert servefile.Dir("hub", "copied", f"{snapshot}/d") in records
+    assert servefile.read(servefile.write(records)).refused == []
     plain = f'[[asset]]\nname = "a"\npath = "a/x"\nsha256 = "{SHA}"\nurls = ["https://e.org/x"]\n'
     assert layout.serve_records(parse_manifest(plain)) == []
+
+
+def test_a_narrowed_commit_is_linked_file_by_file() -> None:
+    files = f'[{{path = "d/c.json", size = 3, sha256 = "{SHA}", blob = "{BLOB}"}}]'
+    records = layout.serve_records(parse_manifest(entry(files=files, include='["d/*"]')))
+    snapshot = f"models--org--tiny/snapshots/{COMMIT}"
+    assert servefile.Place("hub", "tree", f"hub/{snapshot}", snapshot) in records
+    assert servefile.Dir("hub", "both", f"{snapshot}/d") in records
+    assert not any(isinstance(r, servefile.File) and "/trees/" in r.name for r in records)
 
 
 # -- bake add ------------------------------------------------------------------

@@ -22,6 +22,12 @@ HUB_CASES = {
     "HF_HOME beats XDG_CACHE_HOME": {"HF_HOME": "/srv/hf", "XDG_CACHE_HOME": "/srv/xdg"},
     "XDG_CACHE_HOME": {"XDG_CACHE_HOME": "/srv/xdg"},
     "relative HF_HOME": {"HF_HOME": "rel/hf"},
+    # Set but empty: huggingface_hub reads "" as a path, the working directory (os.getenv with a default).
+    "HF_HOME empty": {"HF_HOME": ""},
+    "XDG_CACHE_HOME empty": {"XDG_CACHE_HOME": ""},
+    "HF_HUB_CACHE empty": {"HF_HUB_CACHE": ""},
+    "HUGGINGFACE_HUB_CACHE empty": {"HUGGINGFACE_HUB_CACHE": ""},
+    "HF_HUB_CACHE empty, HF_HOME set": {"HF_HUB_CACHE": "", "HF_HOME": "/srv/hf"},
 }
 
 
@@ -50,15 +56,15 @@ def test_the_hub_chain_resolves_where_huggingface_hub_looks(
 
 def test_the_hub_chain_is_written_fallback_first() -> None:
     records = CACHE.records(SERVE_LOC, "hub", CHAIN_IDS)
-    assert [r[1] for r in records] == ["hub.xdg", "hub.home", "hub.legacy", "hub.0"]
-    assert [r[2] for r in records] == ["-", "-", "-", "hub"]
-    assert [r[6] for r in records] == ["$HOME/.cache", "@hub.xdg", "@hub.home", "@hub.legacy"]
+    assert [r.id for r in records] == ["hub.xdg", "hub.home", "hub.legacy", "hub.0"]
+    assert [r.consumer for r in records] == ["-", "-", "-", "hub"]
+    assert [r.fallback for r in records] == ["$HOME/.cache", "@hub.xdg", "@hub.home", "@hub.legacy"]
 
 
 def test_a_location_comes_back_from_its_records() -> None:
     known: dict[str, Location] = {}
-    for _, loc_id, _, mode, var, sub, base in CACHE.records(SERVE_LOC, "hub", CHAIN_IDS):
-        known[loc_id] = Location.from_record(mode, var, sub, base, known)
+    for r in CACHE.records(SERVE_LOC, "hub", CHAIN_IDS):
+        known[r.id] = Location.from_record(r.mode, r.var, r.sub, r.fallback, known)
     assert known[SERVE_LOC] == CACHE
     assert str(known[SERVE_LOC]) == str(CACHE)
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from bake import manifest
 from bake.errors import ManifestError
+from tests.runners import bake
 
 REPO = Path(__file__).resolve().parents[1]
 VOCAB_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
@@ -310,6 +311,19 @@ def test_good_locations_parse_and_print_back(location: str) -> None:
         pytest.param("${TMPDIR:-/tmp}/w", "$TMPDIR, which", id="TMPDIR"),
         pytest.param("$LD_PRELOAD", "$LD_PRELOAD, which", id="LD_"),
         pytest.param("$BAKE_ASSETS", "$BAKE_ASSETS, which", id="BAKE_"),
+        pytest.param("$PYTHONHOME", "$PYTHONHOME, which bake may not serve", id="PYTHONHOME"),
+        pytest.param("${BASH_ENV:-/etc}/w", "$BASH_ENV, which bake may not serve", id="BASH_ENV"),
+        pytest.param("${PWD:-/work}/cache", "$PWD, which bake may not serve", id="PWD"),
+        pytest.param("$ENV", "$ENV, which", id="ENV"),
+        pytest.param("$CDPATH", "$CDPATH, which", id="CDPATH"),
+        pytest.param("${OLDPWD:-/a}/b", "$OLDPWD, which", id="OLDPWD"),
+        pytest.param("$SHELL", "$SHELL, which", id="SHELL"),
+        pytest.param("$PS4", "$PS4, which", id="PS4"),
+        pytest.param("$PYTHONPATH", "$PYTHONPATH, which", id="PYTHON*"),
+        pytest.param("$PERL5LIB", "$PERL5LIB, which", id="PERL5*"),
+        pytest.param("$RUBYOPT", "$RUBYOPT, which", id="RUBY*"),
+        pytest.param("$NODE_OPTIONS", "$NODE_OPTIONS, which", id="NODE_*"),
+        pytest.param("$JAVA_TOOL_OPTIONS", "$JAVA_TOOL_OPTIONS, which", id="JAVA_TOOL_OPTIONS"),
         pytest.param("$1", "is not $VAR", id="positional"),
     ],
 )
@@ -319,6 +333,27 @@ def test_bad_location_is_exit_2_naming_the_consumer(location: str, needle: str) 
     assert str(err.value).startswith("consumer 'whisper': location")
     assert needle in str(err.value)
     assert err.value.exit_code == 2
+
+
+@pytest.mark.parametrize("var", ["PYTHONHOME", "BASH_ENV", "PWD"])
+@pytest.mark.parametrize("command", ["seal", "manifest check"])
+def test_a_location_variable_that_decides_what_runs_is_exit_2_at_seal_and_check(
+    tmp_path: Path, var: str, command: str
+) -> None:
+    text = consumer("runner", f"${{{var}:-/opt}}/cache") + entry()
+    (tmp_path / "m.toml").write_text(text)
+    args = [*command.split(), "--manifest", str(tmp_path / "m.toml")]
+    if command == "seal":
+        args += ["--dest", str(tmp_path / "dest")]
+
+    done = bake(*args)
+
+    assert done.returncode == 2, done.stderr
+    assert (
+        f"consumer 'runner': location '${{{var}:-/opt}}/cache' uses ${var}, which bake may not serve"
+        in done.stderr
+    )
+    assert "Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize(

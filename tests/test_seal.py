@@ -116,20 +116,57 @@ SERVED_FILES = {
     "whisper/base.pt": b"weights",
     "other/loose.bin": b"loose",
 }
-EXPECTED_SERVE = (
-    "# bake serve v1\n"
-    "loc\tnltk.0\tnltk\texport\tNLTK_DATA\t\t\n"
-    "loc\ts3tokenizer.0\ts3tokenizer\tunder\tXDG_CACHE_HOME\ts3tokenizer\t$HOME/.cache\n"
-    "loc\ttiktoken.0\ttiktoken\texport\tTIKTOKEN_RS_CACHE_DIR\t\t\n"
-    "loc\ttiktoken.1\ttiktoken\texport\tTIKTOKEN_CACHE_DIR\t\t\n"
-    "loc\twhisper.0\twhisper\tunder\tXDG_CACHE_HOME\twhisper\t$HOME/.cache\n"
-    "loc\twhisper.1\twhisper\tunder\tWHISPER_HOME\tmodels\t/opt/whisper\n"
-    "file\tnltk.0\tnltk/corpora/stopwords/english\tcorpora/stopwords/english\t6\t\n"
-    "file\ts3tokenizer.0\ts3tokenizer/m.onnx\tm.onnx\t5\t\n"
-    f"file\ttiktoken.0\ttiktoken/{VOCAB_NAME}\t{VOCAB_NAME}\t6\t\n"
-    f"file\ttiktoken.1\ttiktoken/{VOCAB_NAME}\t{VOCAB_NAME}\t6\t\n"
-    "file\twhisper.0\twhisper/base.pt\tbase.pt\t7\t\n"
-    "file\twhisper.1\twhisper/base.pt\tbase.pt\t7\t\n"
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def expected_serve(locs: list[str], consumers_: dict[str, tuple[int, str, list[str]]]) -> str:
+    """bake.serve as SERVE_FORMAT.md spells it, worked out here on its own: the ``loc`` lines, then
+    per consumer a ``set`` line whose DIGEST is the sha256 of its other lines, then those lines by kind."""
+    sets, rest = [], []
+    for name, (size, shown, lines) in sorted(consumers_.items()):
+        digest = hashlib.sha256("".join(line + "\n" for line in lines).encode()).hexdigest()
+        sets.append(f"set\t{name}\t{digest}\t{size}\t.bake\t{name}\t{shown}")
+        rest += lines
+    order = ["dir", "place", "skip", "file", "link"]
+    rest.sort(key=lambda line: (order.index(line.split("\t")[0]), line.split("\t")[1:]))
+    return "# bake serve v1\n" + "".join(line + "\n" for line in [*locs, *sets, *rest])
+
+
+def tree(name: str, files: dict[str, bytes], dirs: tuple[str, ...] = ()) -> list[str]:
+    """The records of a consumer whose location mirrors its asset directory: a few files, each linked."""
+    return [
+        *(f"dir\t{name}\tboth\t{d}" for d in (".", *dirs)),
+        *(f"place\t{name}\tlink\t{name}/{n}\t{n}" for n in files),
+        *(f"file\t{name}\tboth\t{n}\t{len(d)}\t{_sha(d)}" for n, d in files.items()),
+    ]
+
+
+EXPECTED_SERVE = expected_serve(
+    [
+        "loc\tnltk.0\tnltk\texport\tNLTK_DATA\t\t",
+        "loc\ts3tokenizer.0\ts3tokenizer\tunder\tXDG_CACHE_HOME\ts3tokenizer\t$HOME/.cache",
+        "loc\ttiktoken.0\ttiktoken\texport\tTIKTOKEN_RS_CACHE_DIR\t\t",
+        "loc\ttiktoken.1\ttiktoken\texport\tTIKTOKEN_CACHE_DIR\t\t",
+        "loc\twhisper.0\twhisper\tunder\tXDG_CACHE_HOME\twhisper\t$HOME/.cache",
+        "loc\twhisper.1\twhisper\tunder\tWHISPER_HOME\tmodels\t/opt/whisper",
+    ],
+    {
+        "nltk": (
+            6,
+            "nltk/corpora",
+            tree("nltk", {"corpora/stopwords/english": b"a\nthe\n"}, ("corpora", "corpora/stopwords")),
+        ),
+        "s3tokenizer": (5, "s3tokenizer/m.onnx", tree("s3tokenizer", {"m.onnx": b"model"})),
+        "tiktoken": (
+            6,
+            "tiktoken/o200k_base",
+            tree("tiktoken", {VOCAB_NAME: b"vocab!"}),
+        ),
+        "whisper": (7, "whisper/base.pt", tree("whisper", {"base.pt": b"weights"})),
+    },
 )
 
 
@@ -161,7 +198,7 @@ def test_no_field_of_bake_serve_holds_a_tab_or_newline(served: tuple[Path, list[
     seal.seal(dest, assets)
     lines = (dest / "bake.serve").read_bytes().split(b"\n")
     assert lines[-1] == b""
-    fields = {"loc": 7, "file": 6, "link": 4}
+    fields = {"loc": 7, "set": 7, "dir": 4, "place": 5, "skip": 3, "file": 6, "link": 4}
     for line in lines[1:-1]:
         kind = line.split(b"\t")[0].decode()
         assert len(line.split(b"\t")) == fields[kind], line
@@ -198,25 +235,58 @@ def test_verify_with_the_manifest_catches_a_tampered_seal(served: tuple[Path, li
 
 def test_tests_image_manifest_serve_records() -> None:
     """The exact records seal writes for the image tests' manifest (sizes from the manifest)."""
-    assets = manifest.load_manifest(REPO / "tests/image/assets.toml")
+    assets = IMAGE_ASSETS
     files = [index.LockedFile(a.path, a.size, a.sha256) for a in assets]
-    text = consumers.serve_text(assets.consumers(), files)
+    text = consumers.serve_text(assets.consumers(), files, seal.alias_links(assets))
     assert text == IMAGE_SERVE
 
 
 V3, V2 = "speech_tokenizer_v3_25hz.onnx", "speech_tokenizer_v2_25hz.onnx"
 O200K, CL100K = VOCAB_NAME, "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"
-IMAGE_SERVE = (
-    "# bake serve v1\n"
-    "loc\tnltk.0\tnltk\texport\tNLTK_DATA\t\t\n"
-    "loc\ts3tokenizer.0\ts3tokenizer\tunder\tXDG_CACHE_HOME\ts3tokenizer\t$HOME/.cache\n"
-    "loc\ttiktoken.0\ttiktoken\texport\tTIKTOKEN_RS_CACHE_DIR\t\t\n"
-    "loc\ttiktoken.1\ttiktoken\texport\tTIKTOKEN_CACHE_DIR\t\t\n"
-    "file\tnltk.0\tnltk/corpora/stopwords/english\tcorpora/stopwords/english\t23\t\n"
-    f"file\ts3tokenizer.0\ts3tokenizer/{V2}\t{V2}\t1048576\t\n"
-    f"file\ts3tokenizer.0\ts3tokenizer/{V3}\t{V3}\t8388608\t\n"
-    f"file\ttiktoken.0\ttiktoken/{CL100K}\t{CL100K}\t1681126\t\n"
-    f"file\ttiktoken.0\ttiktoken/{O200K}\t{O200K}\t3613922\t\n"
-    f"file\ttiktoken.1\ttiktoken/{CL100K}\t{CL100K}\t1681126\t\n"
-    f"file\ttiktoken.1\ttiktoken/{O200K}\t{O200K}\t3613922\t\n"
+IMAGE_ASSETS = manifest.load_manifest(REPO / "tests/image/assets.toml")
+IMAGE_SHA = {a.path: a.sha256 for a in IMAGE_ASSETS}
+
+
+def image_files(name: str, sizes: dict[str, int]) -> list[str]:
+    return [f"file\t{name}\tboth\t{n}\t{size}\t{IMAGE_SHA[f'{name}/{n}']}" for n, size in sizes.items()]
+
+
+IMAGE_SERVE = expected_serve(
+    [
+        "loc\tnltk.0\tnltk\texport\tNLTK_DATA\t\t",
+        "loc\ts3tokenizer.0\ts3tokenizer\tunder\tXDG_CACHE_HOME\ts3tokenizer\t$HOME/.cache",
+        "loc\ttiktoken.0\ttiktoken\texport\tTIKTOKEN_RS_CACHE_DIR\t\t",
+        "loc\ttiktoken.1\ttiktoken\texport\tTIKTOKEN_CACHE_DIR\t\t",
+    ],
+    {
+        "nltk": (
+            23,
+            "nltk/corpora",
+            [
+                *(f"dir\tnltk\tboth\t{d}" for d in (".", "corpora", "corpora/stopwords")),
+                "place\tnltk\tlink\tnltk/corpora/stopwords/english\tcorpora/stopwords/english",
+                *image_files("nltk", {"corpora/stopwords/english": 23}),
+            ],
+        ),
+        "s3tokenizer": (
+            1048576 + 8388608,
+            f"s3tokenizer/{V2}, s3tokenizer/{V3}",
+            [
+                "dir\ts3tokenizer\tboth\t.",
+                f"place\ts3tokenizer\tlink\ts3tokenizer/{V2}\t{V2}",
+                f"place\ts3tokenizer\tlink\ts3tokenizer/{V3}\t{V3}",
+                *image_files("s3tokenizer", {V2: 1048576, V3: 8388608}),
+            ],
+        ),
+        "tiktoken": (
+            1681126 + 3613922,
+            "tiktoken/cl100k_base, tiktoken/o200k_base",
+            [
+                "dir\ttiktoken\tboth\t.",
+                f"place\ttiktoken\tlink\ttiktoken/{CL100K}\t{CL100K}",
+                f"place\ttiktoken\tlink\ttiktoken/{O200K}\t{O200K}",
+                *image_files("tiktoken", {CL100K: 1681126, O200K: 3613922}),
+            ],
+        ),
+    },
 )

@@ -15,14 +15,19 @@ import pytest
 from bake.testing.layers import CHUNK, scan_archive
 from bake.testing.serve import ServeError, legacy_serve, parse_serve
 
+SUM = "0" * 64
 SERVE = (
     "# bake serve v1\n"
     "loc\ts3tokenizer.0\ts3tokenizer\tunder\tXDG_CACHE_HOME\ts3tokenizer\t$HOME/.cache\n"
     "loc\thub.xdg\t-\tunder\tXDG_CACHE_HOME\thuggingface\t$HOME/.cache\n"
     "loc\thub.0\thub\tunder\tHF_HUB_CACHE\t\t@hub.xdg\n"
-    "file\ts3tokenizer.0\ts3tokenizer/m.onnx\tm.onnx\t12\t\n"
-    "file\thub.0\thub/models--o--r/blobs/e\tmodels--o--r/blobs/e\t3\t.locks/models--o--r/e.lock\n"
-    "link\thub.0\tmodels--o--r/snapshots/c0ffee/config.json\t../../blobs/e\n"
+    f"set\ts3tokenizer\t{SUM}\t12\t.bake\ts3tokenizer\ts3tokenizer/m.onnx\n"
+    f"set\thub\t{SUM}\t3\t.locks/.bake\thub\thub/models--o--r\n"
+    "dir\ts3tokenizer\tboth\t.\n"
+    "place\ts3tokenizer\tlink\ts3tokenizer/m.onnx\tm.onnx\n"
+    f"file\ts3tokenizer\tboth\tm.onnx\t12\t{SUM}\n"
+    f"file\thub\tboth\tmodels--o--r/blobs/e\t3\t{SUM}\n"
+    "link\thub\tmodels--o--r/snapshots/c0ffee/config.json\t../../blobs/e\n"
 )
 
 
@@ -37,10 +42,16 @@ def test_parse_serve_reads_every_record_kind() -> None:
     ("text", "named"),
     [
         ("loc\tx\n", "line 1"),
-        ("# bake serve v1\nsymlink\ta\tb\n", "bake.serve:2: unknown record kind 'symlink'"),
-        ("# bake serve v1\nlink\ta\tb\n", "bake.serve:2: a link record has 4 fields, found 3"),
-        ("# bake serve v1\nfile\tnowhere\ta\tb\t1\t\n", "which no loc record defines"),
-        (SERVE.replace("\t12\t", "\ttwelve\t"), "size 'twelve' is not a number"),
+        (
+            "# bake serve v1\nsymlink\ta\tb\n",
+            "bake.serve:2: expected a loc, set, dir, place, skip, file or link",
+        ),
+        ("# bake serve v1\nlink\ta\tb\n", "bake.serve:2: expected 4 tab-separated fields, saw 3"),
+        (
+            f"# bake serve v1\nfile\tnowhere\tboth\tb\t1\t{SUM}\n",
+            "expected a CONSUMER with a set record above",
+        ),
+        (SERVE.replace("\t12\t0", "\ttwelve\t0"), "expected SIZE in bytes, saw 'twelve'"),
     ],
 )
 def test_parse_serve_refuses_what_it_does_not_know(text: str, named: str) -> None:

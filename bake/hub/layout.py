@@ -11,10 +11,12 @@ these to ``seal``, from the manifest alone, so the layer is the same on every bu
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 from collections.abc import Sequence
-from pathlib import PurePosixPath
 
+from bake import servefile
 from bake.hubtable import PREFIX, HubEntry, selected_entries
 from bake.locations import Location
 
@@ -40,11 +42,12 @@ def snapshot_links(entry: HubEntry) -> dict[str, str]:
     """Map each snapshot file (relative to the hub root) to its relative link target."""
     links = {}
     for f in entry.files:
-        up = "../" * (len(PurePosixPath(f.path).parts) + 1)
+        up = "../" * (f.path.count("/") + 2)  # a normalised relative path: one level per separator
         links[f"{entry.folder}/snapshots/{entry.commit}/{f.path}"] = f"{up}blobs/{f.etag}"
     return links
 
 
+@functools.lru_cache(maxsize=64)  # seal_files and entry_records both need it; a large one is slow to dump
 def tree_json(entry: HubEntry) -> str:
     """``trees/<commit>.json`` as huggingface_hub's ``write_tree_cache`` writes it, byte for byte."""
     files = {}
@@ -69,32 +72,62 @@ def data_files(entry: HubEntry) -> dict[str, str]:
     return files
 
 
-def serve_records(assets: list) -> list[tuple[str, ...]]:
+def serve_records(assets: list) -> list[servefile.Record]:
     """Return the bake.serve records for the Hub entries ``assets`` select whole (docs/SERVE_FORMAT.md)."""
     return entry_records(selected_entries(assets))
 
 
-def entry_records(entries: Sequence[HubEntry]) -> list[tuple[str, ...]]:
-    """Return the bake.serve records for ``entries``, kinds in order.
+# bake's own directory in a Hub cache: inside huggingface_hub's lock directory, which its cache
+# scan skips, so it never reads as a repository.
+STATE = ".locks/.bake"
 
-    ``loc`` lines for huggingface_hub's cache precedence, a ``file`` line per blob, ref and
-    tree (each copy locked where huggingface_hub locks: ``.locks/<repo folder>/…``), and a
-    ``link`` line per snapshot file. Empty when there is no entry.
+
+def _entry_parts(entry: HubEntry, files: dict, links: dict, dirs: dict, places: list) -> None:
+    """Add one entry's records to the maps ``entry_records`` gathers (keyed, so shared blobs count once).
+
+    A commit whose every file is baked is linked whole in the linked view: huggingface_hub
+    never writes into a complete snapshot directory. A narrowed one gets a link per file, in
+    real directories it may add files to. Refs and tree listings are copied: it rewrites them.
     """
+    snapshot = f"{entry.folder}/snapshots/{entry.commit}"
+    for d in (entry.folder, f"{entry.folder}/snapshots"):
+        dirs[d] = "both"
+    dirs[f"{entry.folder}/blobs"] = "copied"
+    inside = {d for f in entry.files for d in servefile.parents(f"{snapshot}/{f.path}")} - set(dirs)
+    for d in inside:
+        dirs.setdefault(d, "copied" if entry.whole_repo else "both")
+    if not entry.whole_repo:
+        dirs[snapshot] = "both"
+    places.append(
+        servefile.Place(PREFIX, "link" if entry.whole_repo else "tree", f"{PREFIX}/{snapshot}", snapshot)
+    )
+    for f in entry.files:
+        name = f"{entry.folder}/blobs/{f.etag}"
+        files[name] = servefile.File(PREFIX, "copied", name, f.size, f.sha256)
+    for name, text in data_files(entry).items():
+        data = text.encode()
+        for d in servefile.parents(name):
+            dirs[d] = "both"
+        files[name] = servefile.File(PREFIX, "both", name, len(data), hashlib.sha256(data).hexdigest())
+        places.append(servefile.Place(PREFIX, "copy", f"{PREFIX}/{name}", name))
+    links.update(snapshot_links(entry))
+
+
+def entry_records(entries: Sequence[HubEntry]) -> list[servefile.Record]:
+    """Return the bake.serve records for ``entries``: huggingface_hub's precedence as a chain of
+    ``loc`` records, then the set, its directories, placements, files (blobs, refs, tree
+    listings) and snapshot links. Empty when there is no entry."""
     if not entries:
         return []
-    files: dict[str, tuple[str, ...]] = {}
-    links: dict[str, tuple[str, ...]] = {}
+    files: dict[str, servefile.File] = {}
+    links: dict[str, str] = {}
+    dirs: dict[str, str] = {".": "both"}
+    places: list[servefile.Place] = []
     for entry in entries:
-        for f in entry.files:
-            name = f"{entry.folder}/blobs/{f.etag}"
-            lock = f".locks/{entry.folder}/{f.etag}.lock"
-            files[name] = ("file", SERVE_LOC, f"{PREFIX}/{name}", name, str(f.size), lock)
-        for name, text in data_files(entry).items():
-            lock = f".locks/{entry.folder}/{name.split('/', 1)[1]}.lock"
-            size = str(len(text.encode()))
-            files[name] = ("file", SERVE_LOC, f"{PREFIX}/{name}", name, size, lock)
-        for name, target in snapshot_links(entry).items():
-            links[name] = ("link", SERVE_LOC, name, target)
+        _entry_parts(entry, files, links, dirs, places)
+    parts: list[servefile.Record] = [servefile.Dir(PREFIX, view, d) for d, view in dirs.items()]
+    parts += [*places, *files.values()]
+    parts += [servefile.Link(PREFIX, name, target) for name, target in links.items()]
+    shown = servefile.shown(f"{PREFIX}/{e.folder}" for e in sorted(entries, key=lambda e: e.folder))
     locs = CACHE.records(SERVE_LOC, PREFIX, CHAIN_IDS)
-    return [*locs, *(files[n] for n in sorted(files)), *(links[n] for n in sorted(links))]
+    return [*locs, servefile.served_set(PREFIX, STATE, PREFIX, shown, parts), *parts]

@@ -1,9 +1,9 @@
 """Read ``bake.serve``, the consumer locations `bake seal` writes beside the lock, as data.
 
-Format v1 (``bake.consumers.serve_text`` writes it): ``loc``, ``file`` and ``link`` records, one
-per line, fields separated by one TAB. This reader checks an image's copy strictly, so a damaged
-or newer file fails the location tests by name. Images sealed before that file existed carry
-the built-in consumers only in their entrypoint; ``legacy_serve`` derives those from the table.
+Format v1 (docs/SERVE_FORMAT.md; ``bake.servefile`` writes and reads it). This reader checks an
+image's copy strictly, so a damaged or newer file fails the location tests by name. Images
+sealed before that file existed carry the built-in consumers only in their entrypoint;
+``legacy_serve`` derives those from the table.
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from bake import servefile
 from bake.consumers import BUILTINS, SERVE_HEADER, serve_text
 from bake.index import LockedFile
-
-FIELDS = {"loc": 7, "file": 6, "link": 4}
 
 
 class ServeError(ValueError):
@@ -72,36 +71,37 @@ class Serve:
 
 
 def parse_serve(text: str, source: str = "bake.serve") -> Serve:
-    """Parse ``bake.serve`` text. Raises ServeError naming the line for anything unknown or malformed."""
-    lines = text.splitlines()
-    if not lines or lines[0] != SERVE_HEADER:
-        raise ServeError(f"{source}: expected {SERVE_HEADER!r} on line 1, found {lines[:1]!r}")
-    locations, files, links = [], [], []
-    for number, line in enumerate(lines[1:], start=2):
-        if not line or line.startswith("#"):
+    """Parse ``bake.serve`` text with bake's own reader. Raises ServeError naming the line for
+    anything unknown or malformed.
+
+    Each location is listed with what it serves in the view a job's own container gets (the
+    linked one): the consumer's files of view ``both``, and its links.
+    """
+    try:
+        reading = servefile.read(text)
+    except ValueError:
+        raise ServeError(
+            f"{source}: expected {SERVE_HEADER!r} on line 1, found {text.splitlines()[:1]!r}"
+        ) from None
+    if reading.refused:
+        number, why = reading.refused[0]
+        raise ServeError(f"{source}:{number}: expected {why}")
+    records = reading.records
+    roots = {r.consumer: r.root for r in records if isinstance(r, servefile.ServedSet)}
+    locations = [
+        Location(r.id, r.consumer, r.mode, r.var, r.sub, r.fallback)
+        for r in records
+        if isinstance(r, servefile.Loc)
+    ]
+    files, links = [], []
+    for loc in locations:
+        if loc.consumer not in roots:
             continue
-        kind, *values = line.split("\t")
-        if kind not in FIELDS:
-            raise ServeError(f"{source}:{number}: unknown record kind {kind!r}")
-        if len(values) + 1 != FIELDS[kind]:
-            raise ServeError(
-                f"{source}:{number}: a {kind} record has {FIELDS[kind]} fields, found {len(values) + 1}"
-            )
-        if kind == "loc":
-            locations.append(Location(*values))
-        elif kind == "file":
-            loc, asset, name, size, _lock = values
-            if not size.isdigit():
-                raise ServeError(f"{source}:{number}: size {size!r} is not a number")
-            files.append(ServedFile(loc, asset, name, int(size)))
-        else:
-            links.append(Link(*values))
-    known = {loc.id for loc in locations}
-    for record in [*files, *links]:
-        if record.loc not in known:
-            raise ServeError(
-                f"{source}: {record.name} is served at {record.loc!r}, which no loc record defines"
-            )
+        for r in records:
+            if isinstance(r, servefile.File) and r.consumer == loc.consumer and r.view == "both":
+                files.append(ServedFile(loc.id, f"{roots[loc.consumer]}/{r.name}", r.name, r.size))
+            elif isinstance(r, servefile.Link) and r.consumer == loc.consumer:
+                links.append(Link(loc.id, r.name, r.target))
     return Serve(tuple(locations), tuple(files), tuple(links))
 
 

@@ -39,10 +39,11 @@ class Profile:
     connections: int
     repeats: int  # runs of each fast client; the median counts
     entrypoint_runs: int
+    scale_counts: tuple[int, ...]  # file counts measure 9 serves
 
 
-FULL = Profile("full", 512 * MIB, 4 * MIB, 8, 3, 200)
-SMOKE = Profile("smoke", 16 * MIB, 8 * MIB, 8, 1, 20)
+FULL = Profile("full", 512 * MIB, 4 * MIB, 8, 3, 200, (10, 1000, 10000))
+SMOKE = Profile("smoke", 16 * MIB, 8 * MIB, 8, 1, 20, (10, 100))
 
 
 def log(message: str) -> None:

@@ -13,7 +13,11 @@ One run measures, and prints as a table:
   4. warm rebuild, 5. base bump, 6. fresh builder: image builds in a second,
      throw-away dockerd (own data root, exec root, pid file and unix socket)
      pushing to a throw-away registry; mirror bytes, registry uploads, wall time;
-  7. entrypoint: median of `bake-entrypoint true` against `true`.
+  7. entrypoint: median of `bake-entrypoint true` against `true` (two files, served and unset);
+  8. an agent's pull of the stand-in's ci_base, twice (see builds);
+  9. scale: job start at 10, 1,000 and 10,000 files (fresh, empty, served; node storage; a Hub
+     repository), beside `cp -rs` of the same tree, and `bake manifest digest` and `bake seal` at
+     10,000 Hub files; drawn as docs/performance-scale.png (matplotlib: the [bench] extra).
 Everything listens on 127.0.0.1 only, and every process it starts is stopped by pid.
 The builds use a snapshot of this checkout (tracked and unignored files as they are
 now), so edits made while it runs cannot reach them. --smoke is the same with a
@@ -35,12 +39,16 @@ from pathlib import Path
 
 from bake.manifest import manifest_digest, parse_manifest
 from bench.builds import bench_builds
-from bench.common import BENCH_MANIFEST, FULL, MIB, PROXY_VARS, REPO, SMOKE, log
+from bench.common import BENCH_MANIFEST, FULL, MIB, PROXY_VARS, REPO, SMOKE, Profile, log
 from bench.entrypoint import bench_entrypoint
 from bench.fetchers import Fetcher, bench_fetch
 from bench.files import bench_manifest, generate, snapshot
+from bench.plot import draw
 from bench.report import machine, table, verdicts
+from bench.scale import bench_scale
 from tests.assets import CHECKPOINT_MIRROR_PATH
+
+PLOT = REPO / "docs/performance-scale.png"
 
 
 def toolchain() -> tuple[str, bool]:
@@ -58,33 +66,41 @@ def toolchain() -> tuple[str, bool]:
     return values["BAKE_REGISTRY"], started
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="small file and fewer runs (about two minutes)")
-    parser.add_argument("--json", type=Path, default=REPO / ".work/bench.json", help="write the results here")
-    args = parser.parse_args(argv)
-    profile = SMOKE if args.smoke else FULL
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds, so every daemon is stopped
-    for var in PROXY_VARS:  # loopback only: no client may route through a proxy
-        os.environ.pop(var, None)
-        os.environ.pop(var.upper(), None)
-    t0 = time.perf_counter()
-    standin_registry, toolchain_started = toolchain()
+def _measure(profile: Profile, work: Path, logs: Path, standin_registry: str, scale_only: bool) -> dict:
+    """Run every measure (or, with ``scale_only``, 7 and 8 alone) in ``work``; returns them and the file."""
+    if scale_only:  # no asset to fetch or build: the checkout as it is
+        src = snapshot(work / "src", bench_manifest("0" * 64, 0))
+        measures = {
+            "entrypoint": bench_entrypoint(profile, src, work),
+            "scale": bench_scale(profile, src, work),
+        }
+        return {"measures": measures}
+    root = work / "mirror"
+    log(f"generating {profile.size / MIB:.0f} MiB")
+    sha256 = generate(root / CHECKPOINT_MIRROR_PATH, profile.size)
+    text = bench_manifest(sha256, profile.size)
+    digest = manifest_digest(parse_manifest(text))
+    src = snapshot(work / "src", text)
+    fetcher = Fetcher(src, work, logs, src / BENCH_MANIFEST, sha256, profile.size)
+    measures = bench_fetch(profile, fetcher, root, logs)
+    measures.update(bench_builds(profile, src, root, work, logs, digest, standin_registry))
+    measures["entrypoint"] = bench_entrypoint(profile, src, work)
+    measures["scale"] = bench_scale(profile, src, work)
+    return {
+        "measures": measures,
+        "file": {"size_bytes": profile.size, "sha256": sha256, "manifest_digest": digest},
+    }
+
+
+def _run(profile: Profile, scale_only: bool) -> dict:
+    """Measure in a throw-away work directory; its logs are kept when a step fails."""
+    standin_registry, toolchain_started = ("", False) if scale_only else toolchain()
     work = Path(tempfile.mkdtemp(prefix="bake-bench-"))
     logs = work / "logs"
     logs.mkdir()
     log(f"profile {profile.name}; work directory {work}")
     try:
-        root = work / "mirror"
-        log(f"generating {profile.size / MIB:.0f} MiB")
-        sha256 = generate(root / CHECKPOINT_MIRROR_PATH, profile.size)
-        text = bench_manifest(sha256, profile.size)
-        digest = manifest_digest(parse_manifest(text))
-        src = snapshot(work / "src", text)
-        fetcher = Fetcher(src, work, logs, src / BENCH_MANIFEST, sha256, profile.size)
-        measures = bench_fetch(profile, fetcher, root, logs)
-        measures.update(bench_builds(profile, src, root, work, logs, digest, standin_registry))
-        measures["entrypoint"] = bench_entrypoint(profile, src, work)
+        found = _measure(profile, work, logs, standin_registry, scale_only)
     except BaseException:
         for entry in work.iterdir():  # the generated file and engine data are large; the logs explain
             if entry == logs:
@@ -100,15 +116,37 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if toolchain_started and os.environ.get("BAKE_KEEP_TOOLCHAIN") != "1":
             subprocess.run([str(REPO / "scripts/toolchain.sh"), "down"], check=False)
-    report = {
-        "profile": profile.name,
-        "command": "scripts/bench.py" + (" --smoke" if args.smoke else ""),
-        "machine": machine(),
-        "file": {"size_bytes": profile.size, "sha256": sha256, "manifest_digest": digest},
-        "measures": measures,
-        "seconds": time.perf_counter() - t0,
-    }
-    report["targets"] = verdicts(measures)
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="small file and fewer runs (about two minutes)")
+    parser.add_argument("--json", type=Path, default=REPO / ".work/bench.json", help="write the results here")
+    parser.add_argument(
+        "--scale", action="store_true", help="measures 7 and 9 only (the entrypoint, at scale)"
+    )
+    parser.add_argument("--plot", type=Path, help=f"draw measure 9 here (the full profile: {PLOT})")
+    args = parser.parse_args(argv)
+    profile = SMOKE if args.smoke else FULL
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds, so every daemon is stopped
+    for var in PROXY_VARS:  # loopback only: no client may route through a proxy
+        os.environ.pop(var, None)
+        os.environ.pop(var.upper(), None)
+    t0 = time.perf_counter()
+    found = _run(profile, args.scale)
+    command = "scripts/bench.py" + (" --smoke" if args.smoke else "") + (" --scale" if args.scale else "")
+    report = {"profile": profile.name, "command": command, "machine": machine(), **found}
+    report["seconds"] = time.perf_counter() - t0
+    report["targets"] = verdicts(report["measures"])
+    plot = args.plot or (None if args.smoke else PLOT)
+    if plot is not None:
+        draw(
+            report["measures"]["scale"],
+            plot,
+            f"bake-entrypoint at scale, {report['measures']['scale']['shell']}",
+        )
+        log(f"plot: {plot}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2) + "\n")
     print(table(report))

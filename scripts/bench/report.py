@@ -47,10 +47,12 @@ def machine() -> dict:
     }
 
 
-def verdicts(m: dict) -> list[dict]:
-    """One row per measure: what was seen, the target, and whether it was met."""
+def _build_rows(m: dict) -> list[tuple]:
+    """Rows 1-6: fetching and building, when this run measured them."""
+    if "cold_fetch" not in m:
+        return []
     cold, cut, ver = m["cold_fetch"], m["interrupted"], m["verify_overhead"]
-    warm, bump, fresh, ep = m["warm_rebuild"], m["base_bump"], m["fresh_builder"], m["entrypoint"]
+    warm, bump, fresh = m["warm_rebuild"], m["base_bump"], m["fresh_builder"]
     fleet = fresh["fleet"]
     n, rate, mib = cold["connections"], cold["rate_per_connection"] / MIB, cold["size_bytes"] / MIB
     speedup, vs_aria, vs_raw = cold["speedup_vs_baseline"], cold["vs_aria2c"], cold["vs_aria2c_transfer_only"]
@@ -109,16 +111,50 @@ def verdicts(m: dict) -> list[dict]:
             "0 asset bytes",
             fresh["origin_asset_bytes"] == 0,
         ),
+    ]
+    return rows
+
+
+def _entrypoint_rows(m: dict) -> list[tuple]:
+    """Rows 7 and 9: the entrypoint with two files, and at scale."""
+    ep, sc = m["entrypoint"], m["scale"]
+    small, large = (str(c) for c in sc["ratio_of"])
+    big = sc["files"][large]
+    worst = max(sc["ratios"], key=sc["ratios"].get)
+    fresh_ok = all(big[c] <= 100 or big[c] <= 1.5 * big["cp -rs"] for c in ("fresh", "empty"))
+    return [
         (
             "7. entrypoint",
-            f"{ep['overhead_ms']:.2f} ms: median of {ep['runs']}, {ep['median_ms_entrypoint_true']:.2f} ms "
-            f"`bake-entrypoint true` vs {ep['median_ms_true']:.2f} ms `true` ({ep['shell']})",
-            "<= 10 ms",
-            ep["overhead_ms"] <= 10,
+            f"{ep['overhead_ms']:.2f} ms over `true` with every location served: median of {ep['runs']}, "
+            f"{ep['median_ms_entrypoint_true']:.2f} ms `bake-entrypoint true` vs "
+            f"{ep['median_ms_true']:.2f} ms `true` ({ep['shell']}); {ep['overhead_ms_unset']:.2f} ms with "
+            "TIKTOKEN_* unset (two job-local directories made at each start)",
+            "<= 5 ms served",
+            ep["overhead_ms"] <= 5,
+        ),
+        (
+            "9. scale",
+            f"{large} files: fresh {big['fresh']:.0f} ms, empty {big['empty']:.0f} ms (cp -rs of the "
+            f"tree {big['cp -rs']:.0f} ms), served {big['served']:.1f} ms; node first {big['node']:.0f} ms, "
+            f"served {big['node served']:.1f} ms; Hub fresh {big['hub fresh']:.1f} ms, served "
+            f"{big['hub served']:.1f} ms. {large} vs {small} files: at most {sc['ratios'][worst]:.1f}x "
+            f"({worst}). {sc['hub_files']} Hub files: digest {sc['digest_seconds']:.2f} s, seal "
+            f"{sc['seal_seconds']:.2f} s ({sc['shell']})",
+            "fresh, empty <= 100 ms or 1.5x cp -rs; served <= 20 ms; 10x files <= 12x; digest, seal <= 2 s",
+            fresh_ok
+            and big["served"] <= 20
+            and max(sc["ratios"].values()) <= 12
+            and max(sc["digest_seconds"], sc["seal_seconds"]) <= 2,
         ),
     ]
-    agent = fleet["agent"]
-    rows.append(
+
+
+def _agent_rows(m: dict) -> list[tuple]:
+    """Row 8: an agent pulls the stand-in's ci_base twice, when this run built it."""
+    if "fresh_builder" not in m:
+        return []
+    agent = m["fresh_builder"]["fleet"]["agent"]
+    return [
         (
             "8. agent pull",
             f"an empty engine pulls the stand-in's ci_base v1 ({agent['v1_asset_layer_bytes'] / MIB:.0f} MiB "
@@ -128,7 +164,13 @@ def verdicts(m: dict) -> list[dict]:
             "0 asset bytes",
             agent["v2_asset_layer_bytes"] == 0 and agent["v2_asset_layer_status"] == "Already exists",
         )
-    )
+    ]
+
+
+def verdicts(m: dict) -> list[dict]:
+    """One row per measure the run made: what was seen, the target, and whether it was met."""
+    seven, nine = _entrypoint_rows(m)
+    rows = [*_build_rows(m), seven, *_agent_rows(m), nine]
     return [{"measure": a, "result": b, "target": c, "met": d} for a, b, c, d in rows]
 
 
@@ -147,7 +189,7 @@ def table(report: dict) -> str:
         lines.append(
             f"| {row['measure']} | {row['result']} | {row['target']} | {'yes' if row['met'] else 'NO'} |"
         )
-    if report["profile"] == SMOKE.name:
+    if report["profile"] == SMOKE.name and "cold_fetch" in report["measures"]:
         limit = report["measures"]["cold_fetch"]["limit_seconds"]
         lines += [
             "",

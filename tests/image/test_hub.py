@@ -58,9 +58,10 @@ print(json.dumps(out))
 """
 
 # What a node's volume may gain under <cache>/: blobs (real files), snapshot links, refs,
-# the tree listing and huggingface_hub's own lock files, plus the directories holding them.
+# the tree listing, huggingface_hub's own lock files and bake's lock and stamps (under .locks/.bake),
+# plus the directories holding them.
 ADDITIONS = re.compile(
-    r"^hub(/\.locks(/(models|datasets)--[^/]+(/.*)?)?"
+    r"^hub(/\.locks(/(models|datasets)--[^/]+(/.*)?|/\.bake(/lock|/served\.[0-9a-f]{64}\.copied)?)?"
     r"|/(models|datasets)--[^/]+(/(blobs|refs|trees|snapshots)(/.*)?)?)?$"
 )
 

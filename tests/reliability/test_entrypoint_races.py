@@ -1,8 +1,8 @@
 """bake-entrypoint under racing jobs and hostile environments (issue 10, defect 10), on the host.
 
 - Twenty jobs starting at once on one node never exit 6: a concurrent `mkdir` is no failure.
-- Many jobs seeding one shared node directory at once: exactly one copy per file, no partial ever
-  visible at a final name, no job waits, none exits 6.
+- Many jobs seeding one shared node directory at once: exactly one copy per file, by one job the
+  others wait for; no partial ever visible at a final name; none exits 6.
 - Job-local directories are private to each job, never shared per uid.
 - No value of any variable (newlines, spaces, glob characters, leading dashes, `..`, relative
   paths, command substitutions) leads to a write or a delete outside the directories the
@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -164,7 +165,7 @@ def test_many_jobs_seeding_one_shared_directory_at_once(shell: Shell, count: int
 
         assert partials == []
         for code, out, err in results:
-            assert code == 0, err  # never 6: a job finding a copy in progress serves job-local
+            assert code == 0, err  # never 6: a job finding a copy in progress waits for it
             served = job_result(code, out, err)
             for var in EXPORT_VARS:
                 where = Path(served[var])
@@ -182,8 +183,16 @@ def test_many_jobs_seeding_one_shared_directory_at_once(shell: Shell, count: int
         for rel, entry in before.items():
             assert after[rel][:2] == entry[:2] and (entry[0] == "dir" or after[rel] == entry), rel
         added = {rel for rel in after if rel not in before}
-        assert added == set(names) | {f"{n}.lock" for n in names} | {"corpora", "corpora/tiny"}
-        # Nobody waited for another job's copy: the whole start took about one copy, not twelve.
+        # bake's hidden state: one lock, and one stamp per consumer served there.
+        state = {".bake", ".bake/lock"} | {
+            r for r in added if re.fullmatch(r"\.bake/served\.[0-9a-f]{64}\.copied", r)
+        }
+        assert added == set(names) | {"corpora", "corpora/tiny"} | state
+        assert len(state) <= 4
+        # Each file was copied once, by whichever job took the lock first; the others waited for it.
+        copied = [int(n) for _, _, err in results for n in re.findall(r"copied (\d+) file\(s\)", err)]
+        assert sum(copied) == len(names), copied
+        assert sum("waited " in err for _, _, err in results) >= 1
         print(f"\n[{shell.name}] {count} jobs seeding {len(names)} files at once: {took:.2f} s")
     finally:
         shutil.rmtree(box.root)
@@ -339,3 +348,127 @@ def test_sha256sums_damage_gets_a_precise_reason(box: Box, change: str, reason: 
     assert not (box.root / "job-ran").exists()
     assert f"bake: error: BAKE_VERIFY=1: {box.assets}/SHA256SUMS {reason}" in result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+# --- a node's first burst, in containers: twenty jobs at once on a fresh node volume ---------------
+
+BURST = 20
+# Each job checks every file where its consumer looks, byte for byte, and prints where that is.
+BURST_JOB = r"""
+set -e
+for f in "$@"; do
+    case $f in
+    s3tokenizer/*) at=$XDG_CACHE_HOME/$f ;;
+    tiktoken/*) at=$TIKTOKEN_RS_CACHE_DIR/${f#*/}; cmp "$TIKTOKEN_CACHE_DIR/${f#*/}" "/opt/bake/assets/$f" ;;
+    nltk/*) at=$NLTK_DATA/${f#*/} ;;
+    esac
+    cmp "$at" "/opt/bake/assets/$f"
+done
+echo "served at $XDG_CACHE_HOME $TIKTOKEN_RS_CACHE_DIR $TIKTOKEN_CACHE_DIR $NLTK_DATA"
+"""
+NODE_ENV = {
+    "XDG_CACHE_HOME": "/node/xdg",
+    "TIKTOKEN_RS_CACHE_DIR": "/node/rs",
+    "TIKTOKEN_CACHE_DIR": "/node/rs",
+    "NLTK_DATA": "/node/nltk",
+    "BAKE_REQUIRE": "1",
+}
+# Bind mounts are node storage: another filesystem than the container's own `/`.
+NODE_STATE = re.compile(r"^(xdg/s3tokenizer|rs|nltk)/\.bake(/lock|/served\.[0-9a-f]{64}\.copied)?$")
+
+
+def burst_files() -> dict[str, tuple[str, int]]:
+    """The image's baked files of the node's three locations: asset path -> (name in /node, size)."""
+    from tests.image import MANIFEST
+
+    where = {"s3tokenizer": "xdg/s3tokenizer", "tiktoken": "rs", "nltk": "nltk"}
+    return {
+        a.path: (f"{where[a.path.split('/')[0]]}/{a.path.split('/', 1)[1]}", a.size or 0)
+        for a in MANIFEST
+        if a.path.split("/")[0] in where
+    }
+
+
+def watch_node(node: Path, sizes: dict[str, int], stop: threading.Event, seen: list[str]) -> None:
+    """Until ``stop``: a file at a baked name under ``node`` of another size than the baked one is a
+    partial, visible where a consumer looks."""
+    while not stop.is_set():
+        for rel, size in sizes.items():
+            try:
+                got = (node / rel).lstat().st_size
+            except FileNotFoundError:
+                continue
+            if got != size:
+                seen.append(f"{rel}: {got} of {size} bytes at the final name")
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("round_", range(BURST))
+def test_twenty_containers_at_once_on_a_fresh_node_volume(image: str, tmp_path: Path, round_: int) -> None:
+    """Twenty jobs in containers start at once on a fresh node directory, BAKE_REQUIRE=1: none exits 6,
+    each is served from node storage, each file is copied once, no partial is ever visible, and the
+    node gains only verified copies and bake's hidden lock and stamps."""
+    node, sync = tmp_path / "node", tmp_path / "sync"
+    node.mkdir()
+    sync.mkdir()
+    node.chmod(0o755)
+    sync.chmod(0o777)
+    files = burst_files()
+    sizes = dict(files.values())
+    cmd = ["docker", "run", "--rm", "--network=none", "--entrypoint", "/bin/sh"]
+    cmd += ["--mount", f"type=bind,src={node},dst=/node", "--mount", f"type=bind,src={sync},dst=/sync"]
+    for key, value in NODE_ENV.items():
+        cmd += ["--env", f"{key}={value}"]
+    # Every job says it is up, then waits for one go, so that all start within a few milliseconds.
+    script = (
+        ': > "/sync/ready.$(hostname)"; while [ ! -e /sync/go ]; do sleep 0.02; done; '
+        'exec tini -- bake-entrypoint /bin/sh -c "$0" job "$@"'
+    )
+    procs = [
+        subprocess.Popen(
+            [*cmd, image, "-c", script, BURST_JOB, *files],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(BURST)
+    ]
+    stop, partials = threading.Event(), []
+    watcher = threading.Thread(target=watch_node, args=(node, sizes, stop, partials))
+    watcher.start()
+    try:
+        deadline = time.monotonic() + 240
+        while len(list(sync.glob("ready.*"))) < BURST and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (sync / "go").touch()
+        results = [(p.wait(timeout=300), *p.communicate()) for p in procs]
+    finally:
+        stop.set()
+        watcher.join()
+
+    assert partials == []
+    for code, out, err in results:
+        assert code == 0, err  # never 6: a job that finds a copy in progress waits for it
+        assert out.strip() == "served at /node/xdg /node/rs /node/rs /node/nltk", err  # from node storage
+    copied = [int(n) for _, _, err in results for n in re.findall(r"copied (\d+) file\(s\)", err)]
+    assert sum(copied) == len(files), f"each file copied once on the node, saw copies of {copied}"
+    for rel, kind in node_tree(node).items():
+        if rel in sizes:
+            assert kind == "file" and (node / rel).stat().st_size == sizes[rel], rel
+        else:
+            assert kind == "dir" or NODE_STATE.match(rel), (
+                f"{rel}: neither a copy nor bake's hidden lock or stamp"
+            )
+    assert all((node / rel).is_file() for rel in sizes)
+
+
+def node_tree(root: Path) -> dict[str, str]:
+    """Every path under ``root``, relative, with its kind (file, dir, link or other), never followed."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        kind = (
+            "link" if path.is_symlink() else "dir" if path.is_dir() else "file" if path.is_file() else "other"
+        )
+        out[str(path.relative_to(root))] = kind
+    return out

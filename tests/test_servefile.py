@@ -1,0 +1,211 @@
+"""bake.serve v1 (docs/SERVE_FORMAT.md): one table of records, good and hostile, through the Python
+writer and reader and through the entrypoint's reader (its shell for the head, its awk for the
+per-file records), under dash and busybox sh. They must agree, line for line, on what is refused.
+
+Each row is inserted into a real sealed bake.serve: a head record after the last head record, a
+per-file record at the end. The entrypoint runs with one location in node storage (a directory
+holding data), so that its awk reads the per-file records too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bake import servefile
+from tests.serve import SHELLS, Box, content, new_box, resolved, sealed
+
+SHA = "0" * 64
+FILES = {
+    "nltk/corpora/tiny/words.txt": content("words", 900),
+    "nltk/tokenizers/punkt.zip": content("punkt", 700),
+    "whisper/base.pt": content("whisper", 1800),
+}
+DECLARED = {"nltk": "$NLTK_DATA", "whisper": "${XDG_CACHE_HOME:-$HOME/.cache}/whisper"}
+REFUSED_VARS = [
+    "PATH", "IFS", "ENV", "BASH_ENV", "CDPATH", "PWD", "OLDPWD", "HOME", "SHELL", "PS4", "TMPDIR",
+    "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONHOME", "PYTHONPATH", "PERL5LIB", "PERL5OPT", "RUBYOPT",
+    "RUBYLIB", "NODE_OPTIONS", "JAVA_TOOL_OPTIONS", "BAKE_ASSETS",
+]  # fmt: skip
+
+# (section, fields, accepted): head rows go after the last head record, tail rows at the end.
+HEAD = "head"
+TAIL = "tail"
+ROWS: dict[str, tuple[str, list[str], bool]] = {
+    "loc export": (HEAD, ["loc", "extra.0", "extra", "export", "EXTRA_DIR", "", ""], True),
+    "loc under $HOME": (
+        HEAD, ["loc", "extra.1", "extra", "under", "EXTRA_HOME", "sub dir", "$HOME/.extra"], True
+    ),
+    "loc under /": (HEAD, ["loc", "extra.2", "extra", "under", "EXTRA_ROOT", "x", "/"], True),
+    "loc chained": (HEAD, ["loc", "extra.3", "-", "under", "EXTRA_CHAIN", "", "@nltk.0"], True),
+    **{
+        f"loc VAR {var}": (HEAD, ["loc", f"evil.{var}", "evil", "export", var, "", ""], False)
+        for var in REFUSED_VARS
+    },
+    "loc VAR with a dash": (HEAD, ["loc", "evil.0", "evil", "export", "A-B", "", ""], False),
+    "loc VAR empty": (HEAD, ["loc", "evil.0", "evil", "export", "", "", ""], False),
+    "loc ID with a space": (HEAD, ["loc", "a b", "evil", "export", "EVIL", "", ""], False),
+    "loc ID twice": (HEAD, ["loc", "nltk.0", "evil", "export", "EVIL", "", ""], False),
+    "loc CONSUMER -x": (HEAD, ["loc", "evil.0", "-x", "export", "EVIL", "", ""], False),
+    "loc MODE sideways": (HEAD, ["loc", "evil.0", "evil", "sideways", "EVIL", "", ""], False),
+    "loc export with SUB": (HEAD, ["loc", "evil.0", "evil", "export", "EVIL", "sub", ""], False),
+    "loc under relative FALLBACK": (HEAD, ["loc", "evil.0", "evil", "under", "EVIL", "x", "rel/dir"], False),
+    "loc under FALLBACK ..": (HEAD, ["loc", "evil.0", "evil", "under", "EVIL", "x", "/a/../b"], False),
+    "loc under FALLBACK @unknown": (HEAD, ["loc", "evil.0", "evil", "under", "EVIL", "x", "@nope"], False),
+    "loc SUB ..": (HEAD, ["loc", "evil.0", "evil", "under", "EVIL", "../x", "/"], False),
+    "loc 6 fields": (HEAD, ["loc", "evil.0", "evil", "export", "EVIL", ""], False),
+    "loc 8 fields": (HEAD, ["loc", "evil.0", "evil", "export", "EVIL", "", "", ""], False),
+    "loc control character": (HEAD, ["loc", "evil.0", "evil", "export", "EV\x01IL", "", ""], False),
+    "loc field over 1024 bytes": (HEAD, ["loc", "evil.0", "evil", "under", "EVIL", "d" * 1025, "/"], False),
+    "set for a consumer no loc names": (HEAD, ["set", "ghost", SHA, "0", ".bake", "ghost", ""], False),
+    "set twice": (HEAD, ["set", "nltk", SHA, "0", ".bake", "nltk", ""], False),
+    "set DIGEST short": (HEAD, ["set", "nltk2", "abc", "0", ".bake", "nltk", ""], False),
+    "set BYTES negative": (HEAD, ["set", "nltk2", SHA, "-1", ".bake", "nltk", ""], False),
+    "set STATE not hidden": (HEAD, ["set", "nltk2", SHA, "0", "bake", "nltk", ""], False),
+    "set STATE climbing": (HEAD, ["set", "nltk2", SHA, "0", ".bake/../x", "nltk", ""], False),
+    "set ROOT absolute": (HEAD, ["set", "nltk2", SHA, "0", ".bake", "/etc", ""], False),
+    "set 6 fields": (HEAD, ["set", "nltk2", SHA, "0", ".bake", "nltk"], False),
+    "dir": (HEAD, ["dir", "nltk", "both", "corpora/more"], True),
+    "dir VIEW maybe": (HEAD, ["dir", "nltk", "maybe", "corpora"], False),
+    "dir PATH ..": (HEAD, ["dir", "nltk", "both", "../escaped"], False),
+    "dir PATH absolute": (HEAD, ["dir", "nltk", "both", "/etc"], False),
+    "dir CONSUMER without a set": (HEAD, ["dir", "ghost", "both", "."], False),
+    "place copy": (HEAD, ["place", "nltk", "copy", "nltk/tokenizers/punkt.zip", "punkt-copy.zip"], True),
+    "place HOW move": (HEAD, ["place", "nltk", "move", "nltk", "."], False),
+    "place SOURCE ..": (HEAD, ["place", "nltk", "link", "../etc", "etc"], False),
+    "place DEST absolute": (HEAD, ["place", "nltk", "link", "nltk/corpora", "/etc/corpora"], False),
+    "skip": (HEAD, ["skip", "nltk", "not-there"], True),
+    "skip NAME ..": (HEAD, ["skip", "nltk", "../../etc/passwd"], False),
+    "file copied only": (TAIL, ["file", "nltk", "copied", "node/only.bin", "0", SHA], True),
+    "link to a file above": (TAIL, ["link", "nltk", "corpora/alias", "tiny/words.txt"], True),
+    "unknown kind": (TAIL, ["pkg", "nltk", "x"], False),
+    "loc after the first file record": (TAIL, ["loc", "late.0", "late", "export", "LATE", "", ""], False),
+    "file 5 fields": (TAIL, ["file", "nltk", "both", "x.bin", "12"], False),
+    "file VIEW maybe": (TAIL, ["file", "nltk", "maybe", "x.bin", "12", SHA], False),
+    "file NAME ..": (TAIL, ["file", "nltk", "both", "../../../escaped", "700", SHA], False),
+    "file NAME absolute": (TAIL, ["file", "nltk", "both", "/etc/passwd", "1", SHA], False),
+    "file NAME twice": (TAIL, ["file", "nltk", "both", "corpora/tiny/words.txt", "900", SHA], False),
+    "file SIZE not digits": (TAIL, ["file", "nltk", "both", "x.bin", "12x", SHA], False),
+    "file SHA256 upper case": (TAIL, ["file", "nltk", "both", "x.bin", "12", "A" * 64], False),
+    "file CONSUMER without a set": (TAIL, ["file", "ghost", "both", "x.bin", "12", SHA], False),
+    "file control character": (TAIL, ["file", "nltk", "both", "x\x7f.bin", "12", SHA], False),
+    "file field over 1024 bytes": (TAIL, ["file", "nltk", "both", "n" * 1025, "12", SHA], False),
+    "link TARGET out of the location": (TAIL, ["link", "nltk", "corpora/x", "../../../../etc/passwd"], False),
+    "link TARGET absolute": (TAIL, ["link", "nltk", "corpora/x", "/etc/passwd"], False),
+    "link TARGET to no file record": (TAIL, ["link", "nltk", "corpora/x", "tiny/nothing"], False),
+    "link 3 fields": (TAIL, ["link", "nltk", "corpora/x"], False),
+}  # fmt: skip
+
+
+def with_row(text: str, section: str, row: list[str]) -> tuple[str, int]:
+    """``text`` with the row inserted in its section; returns the new text and the row's line number."""
+    lines = text.splitlines()
+    if section == TAIL:
+        lines.append("\t".join(row))
+        return "\n".join(lines) + "\n", len(lines)
+    at = next(i for i, line in enumerate(lines) if line.startswith(("file\t", "link\t")))
+    lines.insert(at, "\t".join(row))
+    return "\n".join(lines) + "\n", at + 1
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The bake.serve `bake seal` writes for FILES and the declared consumers."""
+    root = sealed(FILES, declared=DECLARED)(tmp_path_factory.mktemp("serve") / "assets")
+    return (root / "bake.serve").read_text()
+
+
+def python_refused(text: str) -> list[int]:
+    return [number for number, _ in servefile.read(text).refused]
+
+
+@pytest.mark.parametrize("row", list(ROWS), ids=list(ROWS))
+def test_the_python_reader(base: str, row: str) -> None:
+    section, fields, accepted = ROWS[row]
+    text, number = with_row(base, section, fields)
+
+    refused = python_refused(text)
+
+    assert refused == ([] if accepted else [number])
+
+
+@pytest.mark.parametrize("row", [r for r, (_, _, ok) in ROWS.items() if ok])
+def test_the_python_writer_writes_what_the_reader_reads(base: str, row: str) -> None:
+    section, fields, _ = ROWS[row]
+    text, _ = with_row(base, section, fields)
+
+    records = servefile.read(text).records
+
+    written = servefile.write(records)
+    lines = sorted(map(servefile.line, records))
+    assert sorted(map(servefile.line, servefile.read(written).records)) == lines
+    assert servefile.write(servefile.read(written).records) == written
+
+
+def _record(fields: list[str]) -> servefile.Record | None:
+    """The record a row's fields make, or None when no record has them (a wrong count, a kind not in v1)."""
+    cls = servefile.KINDS.get(fields[0])
+    if cls is None or len(fields) - 1 != len(dataclasses.fields(cls)):
+        return None
+    return cls(*fields[1:])
+
+
+# Refused for where they stand, which the writer decides itself: it is given records, not places.
+PLACED = {"loc after the first file record"}
+
+
+@pytest.mark.parametrize(
+    "row", [r for r, (_, f, ok) in ROWS.items() if not ok and _record(f) and r not in PLACED]
+)
+def test_the_python_writer_refuses_what_the_reader_refuses(base: str, row: str) -> None:
+    _, fields, _ = ROWS[row]
+    records = [*servefile.read(base).records, _record(fields)]
+
+    with pytest.raises(ValueError, match="would be refused"):
+        servefile.write(records)
+
+
+@pytest.fixture(params=SHELLS, ids=lambda s: s.name)
+def box(request: pytest.FixtureRequest) -> Iterator[Box]:
+    made = new_box(resolved(request.param), sealed(FILES, declared=DECLARED))
+    yield made
+    shutil.rmtree(made.root)
+
+
+def shell_refused(box: Box, text: str) -> tuple[list[int], str]:
+    """Run the entrypoint on ``text``; the lines it names as refused, and its stderr."""
+    box.assets.chmod(0o755)
+    (box.assets / "bake.serve").chmod(0o644)
+    (box.assets / "bake.serve").write_text(text)
+    data = box.root / "node data"  # a directory holding data: node storage, proved file by file
+    data.mkdir(exist_ok=True)
+    (data / "user.bin").write_bytes(b"user data")
+    result = box.run("true", NLTK_DATA=data)
+    assert result.returncode == 0, result.stderr
+    numbers = re.findall(r"bake\.serve line (\d+): expected", result.stderr)
+    return [int(n) for n in numbers], result.stderr
+
+
+@pytest.mark.parametrize("row", list(ROWS), ids=list(ROWS))
+def test_the_entrypoint_agrees(box: Box, base: str, row: str) -> None:
+    section, fields, _ = ROWS[row]
+    text, _ = with_row(base, section, fields)
+
+    refused, stderr = shell_refused(box, text)
+
+    assert refused == python_refused(text), stderr
+
+
+def test_the_sealed_file_is_read_whole_by_both(box: Box, base: str) -> None:
+    assert python_refused(base) == []
+    assert shell_refused(box, base)[0] == []
+
+
+def test_a_header_other_than_v1_is_refused_whole(base: str, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="# bake serve v1"):
+        servefile.read(base.replace("# bake serve v1", "# bake serve v2", 1))
