@@ -26,7 +26,7 @@ from typing import Protocol
 from bake import servefile
 from bake.errors import ManifestError
 from bake.hashes import sha256_file
-from bake.hub import layout as hub_layout
+from bake.hubtable import PREFIX as HUB_PREFIX
 from bake.hubtable import HubEntry
 from bake.locations import Location, parse_location
 from bake.tables import expect_table, refuse_unknown_keys
@@ -115,6 +115,8 @@ class Consumer:
     builtin = False
     # The distributions whose own lookups `bake doctor` checks; a declared consumer names none.
     libraries: tuple[str, ...] = ()
+    # The loc IDs of a location's fallbacks, by variable (a consumer with a precedence of its own).
+    chain_ids: Mapping[str, str] = {}
 
     def __init__(self, name: str, locations: Sequence[Location]) -> None:
         self.name = name
@@ -163,7 +165,11 @@ class Consumer:
 
     def loc_records(self) -> list[servefile.Loc]:
         """Return the ``loc`` records of this consumer's locations, each after what its FALLBACK names."""
-        return [loc.record(i, self.name) for i, loc in zip(self.loc_ids(), self.locations, strict=True)]
+        return [
+            record
+            for loc_id, loc in zip(self.loc_ids(), self.locations, strict=True)
+            for record in loc.records(loc_id, self.name, self.chain_ids)
+        ]
 
     def serve_records(self, files: Sequence[BakedFile], aliases: Mapping[str, str]) -> list[servefile.Record]:
         """Return this consumer's records of ``bake.serve`` for the baked ``files`` it owns.
@@ -369,20 +375,37 @@ class Tiktoken(Consumer):
         return findings
 
 
+# huggingface_hub's precedence (its constants.py): HF_HUB_CACHE, then HUGGINGFACE_HUB_CACHE,
+# then HF_HOME/hub, then ${XDG_CACHE_HOME:-$HOME/.cache}/huggingface/hub. In bake.serve each
+# fallback is a ``loc`` of its own, named by HUB_CHAIN_IDS; only the last serves files.
+HUB_CACHE = Location(
+    "HF_HUB_CACHE",
+    fallback=Location(
+        "HUGGINGFACE_HUB_CACHE",
+        fallback=Location(
+            "HF_HOME", "hub", fallback=Location("XDG_CACHE_HOME", "huggingface", "$HOME/.cache")
+        ),
+    ),
+)
+HUB_CHAIN_IDS = {"HUGGINGFACE_HUB_CACHE": "hub.legacy", "HF_HOME": "hub.home", "XDG_CACHE_HOME": "hub.xdg"}
+
+
 class Hub(Consumer):
     """The Hugging Face Hub: repositories pinned by ``[[hub]]``, baked in huggingface_hub's own cache layout.
 
-    It owns ``hub/``, where each blob is an asset fetched like any other. Its one
-    location follows huggingface_hub's precedence (``bake.hub.layout.CACHE``). Built from
-    the entries a selection holds whole, it gives seal the snapshot links (its aliases),
-    the refs and tree listings, and the entrypoint its records.
+    It owns ``hub/``, where each blob is an asset fetched like any other. Its one location
+    follows huggingface_hub's precedence (``HUB_CACHE``). Built from the entries a selection
+    holds whole, it gives seal the snapshot links (its aliases), the refs and tree listings,
+    and the entrypoint its records, all from ``bake.hub.layout``, which it loads only when it
+    has entries: a manifest without ``[[hub]]`` never runs Hub code.
     """
 
     builtin = True
     libraries = ("huggingface_hub",)
+    chain_ids = HUB_CHAIN_IDS
 
     def __init__(self, entries: Sequence[HubEntry] = ()) -> None:
-        super().__init__(hub_layout.PREFIX, [hub_layout.CACHE])
+        super().__init__(HUB_PREFIX, [HUB_CACHE])
         self.entries = tuple(entries)
 
     def check_path(self, asset: AssetLike, where: str) -> None:
@@ -393,22 +416,27 @@ class Hub(Consumer):
 
     def aliases(self, assets: Iterable[AssetLike]) -> dict[str, str]:
         """The snapshot links: ``snapshots/<commit>/<path>`` to ``../../blobs/<etag>``, relative."""
-        return {
-            self.prefix + name: target
-            for entry in self.entries
-            for name, target in hub_layout.snapshot_links(entry).items()
-        }
+        if not self.entries:
+            return {}
+        from bake.hub import layout
+
+        return {self.prefix + name: to for e in self.entries for name, to in layout.snapshot_links(e).items()}
 
     def seal_files(self) -> dict[str, str]:
         """``refs/<ref>`` and ``trees/<commit>.json``, as huggingface_hub writes them."""
-        return {
-            self.prefix + name: text
-            for entry in self.entries
-            for name, text in hub_layout.data_files(entry).items()
-        }
+        if not self.entries:
+            return {}
+        from bake.hub import layout
+
+        return {self.prefix + name: text for e in self.entries for name, text in layout.data_files(e).items()}
 
     def serve_records(self, files: Sequence[BakedFile], aliases: Mapping[str, str]) -> list[servefile.Record]:
-        return hub_layout.entry_records(self.entries)
+        """Its chain of ``loc`` records, then the layout's set, directories, placements, files and links."""
+        if not self.entries:
+            return []
+        from bake.hub import layout
+
+        return [*self.loc_records(), *layout.entry_records(self.entries)]
 
     def doctor(self, root: Path, files: Sequence[BakedFile], environ: Mapping[str, str]) -> list[Finding]:
         """Will huggingface_hub find each baked snapshot file and ref where it looks, offline?
@@ -416,7 +444,7 @@ class Hub(Consumer):
         The image holds no manifest, so this reads the sealed tree under ``<root>/hub``.
         A file that is not the baked one itself is hashed.
         """
-        baked_root = Path(root) / hub_layout.PREFIX
+        baked_root = Path(root) / HUB_PREFIX
         cache = self.locations[0].resolve(environ)
         if cache is None or not baked_root.is_dir() or importlib.util.find_spec("huggingface_hub") is None:
             return []

@@ -1164,7 +1164,7 @@ def test_an_empty_hub_variable_is_read_one_way_everywhere(
     """A set but empty variable: huggingface_hub reads "" as the working directory. The Python
     resolver reads it so too; the entrypoint serves the fallback instead and exports the variable,
     in --print-env as when it runs the job, after which all three name the same directory."""
-    from bake.hub.layout import CACHE
+    from bake.consumers import HUB_CACHE as CACHE
 
     box = hub_box
     monkeypatch.chdir(box.root)

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bake import consumers, servefile
 from bake import hubtable as schema
-from bake import servefile
 from bake.errors import ManifestError
 from bake.hub import layout
 from bake.manifest import manifest_digest, parse_manifest
@@ -110,6 +110,11 @@ def tree(root: Path) -> dict[str, tuple]:
         body = os.readlink(path) if path.is_symlink() else path.read_bytes() if path.is_file() else None
         out[str(path.relative_to(root))] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), body)
     return out
+
+
+def serve_records(assets: list) -> list:
+    """The bake.serve records of the Hub entries ``assets`` hold whole (the Hub's entry of the table)."""
+    return consumers.Hub(schema.selected_entries(assets)).serve_records([], {})
 
 
 def entries_of(text: str) -> list[schema.HubEntry]:
@@ -224,7 +229,7 @@ def test_any_hub_entry_is_parsed_or_refused_with_exit_2(record: dict, head: dict
         return
     for asset in assets:  # what was accepted is safe to lay out and to serve
         assert asset.path.startswith("hub/models--") and "\t" not in asset.name and ".." not in asset.path
-        records = layout.serve_records(assets)
+        records = serve_records(assets)
         assert servefile.read(servefile.write(records)).refused == []  # the entrypoint reads them all
 
 
@@ -274,7 +279,7 @@ def test_tree_listing_is_what_huggingface_hub_writes(tmp_path: Path) -> None:
 
 def test_serve_records_follow_huggingface_hubs_precedence() -> None:
     files = f'[{{path = "d/c.json", size = 3, sha256 = "{SHA}", blob = "{BLOB}"}}]'
-    records = layout.serve_records(parse_manifest(entry(files=files, ref='"main"')))
+    records = serve_records(parse_manifest(entry(files=files, ref='"main"')))
     locs = [r for r in records if isinstance(r, servefile.Loc)]
     assert [(r.id, r.var, r.fallback) for r in locs] == [
         ("hub.xdg", "XDG_CACHE_HOME", "$HOME/.cache"),
@@ -299,12 +304,12 @@ def test_serve_records_follow_huggingface_hubs_precedence() -> None:
     assert servefile.Dir("hub", "copied", f"{snapshot}/d") in records
     assert servefile.read(servefile.write(records)).refused == []
     plain = f'[[asset]]\nname = "a"\npath = "a/x"\nsha256 = "{SHA}"\nurls = ["https://e.org/x"]\n'
-    assert layout.serve_records(parse_manifest(plain)) == []
+    assert serve_records(parse_manifest(plain)) == []
 
 
 def test_a_narrowed_commit_is_linked_file_by_file() -> None:
     files = f'[{{path = "d/c.json", size = 3, sha256 = "{SHA}", blob = "{BLOB}"}}]'
-    records = layout.serve_records(parse_manifest(entry(files=files, include='["d/*"]')))
+    records = serve_records(parse_manifest(entry(files=files, include='["d/*"]')))
     snapshot = f"models--org--tiny/snapshots/{COMMIT}"
     assert servefile.Place("hub", "tree", f"hub/{snapshot}", snapshot) in records
     assert servefile.Dir("hub", "both", f"{snapshot}/d") in records

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bake.hub.layout import CACHE, CHAIN_IDS, SERVE_LOC
+from bake.consumers import HUB_CACHE as CACHE
+from bake.consumers import HUB_CHAIN_IDS as CHAIN_IDS
 from bake.locations import Location
+
+SERVE_LOC = "hub.0"  # the Hub's one served location
 
 # huggingface_hub's precedence, each case a set of variables a job may carry.
 HUB_CASES = {

@@ -17,25 +17,9 @@ import json
 from collections.abc import Sequence
 
 from bake import servefile
-from bake.hubtable import PREFIX, HubEntry, selected_entries
-from bake.locations import Location
+from bake.hubtable import PREFIX, HubEntry
 
 TREE_FORMAT_VERSION = 1  # huggingface_hub._tree_cache.TREE_CACHE_FORMAT_VERSION
-
-# huggingface_hub's precedence (its constants.py): HF_HUB_CACHE, then HUGGINGFACE_HUB_CACHE,
-# then HF_HOME/hub, then ${XDG_CACHE_HOME:-$HOME/.cache}/huggingface/hub. In bake.serve each
-# fallback is a ``loc`` of its own, named by CHAIN_IDS; only SERVE_LOC serves files.
-CACHE = Location(
-    "HF_HUB_CACHE",
-    fallback=Location(
-        "HUGGINGFACE_HUB_CACHE",
-        fallback=Location(
-            "HF_HOME", "hub", fallback=Location("XDG_CACHE_HOME", "huggingface", "$HOME/.cache")
-        ),
-    ),
-)
-SERVE_LOC = "hub.0"
-CHAIN_IDS = {"HUGGINGFACE_HUB_CACHE": "hub.legacy", "HF_HOME": "hub.home", "XDG_CACHE_HOME": "hub.xdg"}
 
 
 def snapshot_links(entry: HubEntry) -> dict[str, str]:
@@ -70,11 +54,6 @@ def data_files(entry: HubEntry) -> dict[str, str]:
     if entry.whole_repo:
         files[f"{entry.folder}/trees/{entry.commit}.json"] = tree_json(entry)
     return files
-
-
-def serve_records(assets: list) -> list[servefile.Record]:
-    """Return the bake.serve records for the Hub entries ``assets`` select whole (docs/SERVE_FORMAT.md)."""
-    return entry_records(selected_entries(assets))
 
 
 # bake's own directory in a Hub cache: inside huggingface_hub's lock directory, which its cache
@@ -114,9 +93,9 @@ def _entry_parts(entry: HubEntry, files: dict, links: dict, dirs: dict, places: 
 
 
 def entry_records(entries: Sequence[HubEntry]) -> list[servefile.Record]:
-    """Return the bake.serve records for ``entries``: huggingface_hub's precedence as a chain of
-    ``loc`` records, then the set, its directories, placements, files (blobs, refs, tree
-    listings) and snapshot links. Empty when there is no entry."""
+    """Return the bake.serve records for ``entries`` after the Hub's ``loc`` records: the set, its
+    directories, placements, files (blobs, refs, tree listings) and snapshot links. Empty when
+    there is no entry."""
     if not entries:
         return []
     files: dict[str, servefile.File] = {}
@@ -129,5 +108,4 @@ def entry_records(entries: Sequence[HubEntry]) -> list[servefile.Record]:
     parts += [*places, *files.values()]
     parts += [servefile.Link(PREFIX, name, target) for name, target in links.items()]
     shown = servefile.shown(f"{PREFIX}/{e.folder}" for e in sorted(entries, key=lambda e: e.folder))
-    locs = CACHE.records(SERVE_LOC, PREFIX, CHAIN_IDS)
-    return [*locs, servefile.served_set(PREFIX, STATE, PREFIX, shown, parts), *parts]
+    return [servefile.served_set(PREFIX, STATE, PREFIX, shown, parts), *parts]
