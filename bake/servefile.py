@@ -72,6 +72,8 @@ class ServedSet:
 
 @dataclass(frozen=True)
 class Dir:
+    """A directory of a consumer's served tree, made in both views or in the copied one only."""
+
     consumer: str
     view: str
     path: str
@@ -79,6 +81,8 @@ class Dir:
 
 @dataclass(frozen=True)
 class Place:
+    """How the linked view puts SOURCE (in the asset directory) at DEST: a tree, one link, or a copy."""
+
     consumer: str
     how: str
     source: str
@@ -87,12 +91,16 @@ class Place:
 
 @dataclass(frozen=True)
 class Skip:
+    """A name a tree placement brings along that is not served (an alias link beside the files)."""
+
     consumer: str
     name: str
 
 
 @dataclass(frozen=True)
 class File:
+    """A baked file at NAME in the location: its size and sha256, in both views or the copied one."""
+
     consumer: str
     view: str
     name: str
@@ -102,6 +110,8 @@ class File:
 
 @dataclass(frozen=True)
 class Link:
+    """A relative link at NAME in the location, to a file record's name."""
+
     consumer: str
     name: str
     target: str
@@ -127,6 +137,7 @@ def fields_of(record: Record) -> list[str]:
 
 
 def line(record: Record) -> str:
+    """The record as one line of the file, without its line feed."""
     return "\t".join(fields_of(record))
 
 
