@@ -18,6 +18,8 @@ One run measures, and prints as a table:
   9. scale: job start at 10, 1,000 and 10,000 files (fresh, empty, served; node storage; a Hub
      repository), beside `cp -rs` of the same tree, and `bake manifest digest` and `bake seal` at
      10,000 Hub files; drawn as docs/performance-scale.png (matplotlib: the [bench] extra).
+--compare OLD measures 1 and 7 on commit OLD and on this checkout, interleaved, medians of
+three rounds (bench/compare.py): no regression beyond noise.
 Everything listens on 127.0.0.1 only, and every process it starts is stopped by pid.
 The builds use a snapshot of this checkout (tracked and unignored files as they are
 now), so edits made while it runs cannot reach them. --smoke is the same with a
@@ -40,6 +42,7 @@ from pathlib import Path
 from bake.manifest import manifest_digest, parse_manifest
 from bench.builds import bench_builds
 from bench.common import BENCH_MANIFEST, FULL, MIB, PROXY_VARS, REPO, SMOKE, Profile, log
+from bench.compare import bench_compare, compare_table
 from bench.entrypoint import bench_entrypoint
 from bench.fetchers import Fetcher, bench_fetch
 from bench.files import bench_manifest, generate, snapshot
@@ -66,8 +69,12 @@ def toolchain() -> tuple[str, bool]:
     return values["BAKE_REGISTRY"], started
 
 
-def _measure(profile: Profile, work: Path, logs: Path, standin_registry: str, scale_only: bool) -> dict:
+def _measure(
+    profile: Profile, work: Path, logs: Path, standin_registry: str, scale_only: bool, compare: str | None
+) -> dict:
     """Run every measure (or, with ``scale_only``, 7 and 8 alone) in ``work``; returns them and the file."""
+    if compare:
+        return {"measures": {"compare": bench_compare(profile, compare, work, logs)}}
     if scale_only:  # no asset to fetch or build: the checkout as it is
         src = snapshot(work / "src", bench_manifest("0" * 64, 0))
         measures = {
@@ -92,15 +99,15 @@ def _measure(profile: Profile, work: Path, logs: Path, standin_registry: str, sc
     }
 
 
-def _run(profile: Profile, scale_only: bool) -> dict:
+def _run(profile: Profile, scale_only: bool, compare: str | None = None) -> dict:
     """Measure in a throw-away work directory; its logs are kept when a step fails."""
-    standin_registry, toolchain_started = ("", False) if scale_only else toolchain()
+    standin_registry, toolchain_started = ("", False) if scale_only or compare else toolchain()
     work = Path(tempfile.mkdtemp(prefix="bake-bench-"))
     logs = work / "logs"
     logs.mkdir()
     log(f"profile {profile.name}; work directory {work}")
     try:
-        found = _measure(profile, work, logs, standin_registry, scale_only)
+        found = _measure(profile, work, logs, standin_registry, scale_only, compare)
     except BaseException:
         for entry in work.iterdir():  # the generated file and engine data are large; the logs explain
             if entry == logs:
@@ -126,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scale", action="store_true", help="measures 7 and 9 only (the entrypoint, at scale)"
     )
+    parser.add_argument(
+        "--compare", metavar="OLD", help="measures 1 and 7 on commit OLD and on this checkout, interleaved"
+    )
     parser.add_argument("--plot", type=Path, help=f"draw measure 9 here (the full profile: {PLOT})")
     args = parser.parse_args(argv)
     profile = SMOKE if args.smoke else FULL
@@ -134,6 +144,14 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.pop(var, None)
         os.environ.pop(var.upper(), None)
     t0 = time.perf_counter()
+    if args.compare:
+        found = _run(profile, False, args.compare)["measures"]["compare"]
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(
+            json.dumps({"profile": profile.name, "machine": machine(), **found}, indent=2) + "\n"
+        )
+        print(compare_table(found))
+        return 0
     found = _run(profile, args.scale)
     command = "scripts/bench.py" + (" --smoke" if args.smoke else "") + (" --scale" if args.scale else "")
     report = {"profile": profile.name, "command": command, "machine": machine(), **found}
