@@ -120,19 +120,18 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{parser.prog}: {message} (see `{parser.prog} --help`)")
 
 
+def _add_group(p: argparse.ArgumentParser, help_text: str) -> None:
+    """``--group G``, repeatable: every command that selects or writes groups takes it alike."""
+    p.add_argument("--group", action="append", default=[], metavar="G", help=help_text)
+
+
 def _add_selection(p: argparse.ArgumentParser, *, default_manifest: bool = False) -> None:
     p.add_argument(
         "--manifest",
         default=manifest.DEFAULT_MANIFEST if default_manifest else None,
         help=f"asset manifest (TOML); default {manifest.DEFAULT_MANIFEST}",
     )
-    p.add_argument(
-        "--group",
-        action="append",
-        default=[],
-        metavar="G",
-        help="select assets in group G plus shared assets; repeatable",
-    )
+    _add_group(p, "select assets in group G plus shared assets; repeatable")
     p.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
 
 
@@ -211,9 +210,7 @@ def _add_add_parser(sub: argparse._SubParsersAction) -> None:
         default=manifest.DEFAULT_MANIFEST,
         help=f"manifest to edit; default {manifest.DEFAULT_MANIFEST}",
     )
-    add.add_argument(
-        "--group", action="append", default=[], metavar="G", help="put the entry in group G; repeatable"
-    )
+    _add_group(add, "put the entry in group G; repeatable")
     add.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
     _add_fetch_options(add)
     _add_hub_add_options(add)
@@ -298,13 +295,7 @@ def _add_image_selection(p: argparse.ArgumentParser) -> None:
         "--manifest", help=f"asset manifest (TOML); default {manifest.DEFAULT_MANIFEST}; not with --runtime"
     )
     p.add_argument("--repository", required=True, metavar="REPO", help="the image repository, no tag")
-    p.add_argument(
-        "--group",
-        action="append",
-        default=[],
-        metavar="G",
-        help="bake group G plus shared assets; repeatable",
-    )
+    _add_group(p, "bake group G plus shared assets; repeatable")
     p.add_argument(
         "--runtime", action="store_true", help="bake's runtime image (tini, bake-entrypoint, bake) instead"
     )
