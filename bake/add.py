@@ -120,11 +120,6 @@ def render_entry(asset: Asset) -> str:
     return tomlkit.dumps(doc)
 
 
-def _append(text: str, entry: str) -> str:
-    separator = "" if text.endswith("\n\n") or not text else "\n" if text.endswith("\n") else "\n\n"
-    return text + separator + entry
-
-
 def _check_library(asset: Asset, table: Sequence[consumers.Consumer]) -> None:
     owner = consumers.owner(asset.path, table)
     expected = owner.library_sha256(asset) if owner else None
@@ -171,7 +166,9 @@ def add(
     _check_unused(assets, manifest_path, name, path)
     # The entry's rules (path, name, groups) are checked before any byte is fetched.
     draft = Asset(name, path, (sha256 or "0" * 64).lower(), (written,), None, tuple(groups))
-    manifest.parse_manifest(_append(text, render_entry(draft)), source=str(manifest_path), allow_http=True)
+    manifest.parse_manifest(
+        manifestedit.appended(text, render_entry(draft)), source=str(manifest_path), allow_http=True
+    )
     digest, size = _fetch_unknown(url, written, name, options)
     if sha256 is not None and digest != draft.sha256:
         raise FetchError(
@@ -184,7 +181,7 @@ def add(
     with manifestedit.locked(manifest_path) as target:
         text, assets = _read(target, options.allow_http)  # as it is now: another add may have landed
         _check_unused(assets, manifest_path, name, path)
-        new_text = _append(text, render_entry(asset))
+        new_text = manifestedit.appended(text, render_entry(asset))
         # The new text must parse to exactly the old manifest plus this entry.
         if list(manifest.parse_manifest(new_text, source=str(manifest_path), allow_http=True)) != [
             *assets,

@@ -59,6 +59,12 @@ def locked(path: Path) -> Iterator[Path]:
         os.close(fd)
 
 
+def appended(text: str, entry: str) -> str:
+    """``text`` with ``entry`` after it, one blank line between them (none before the first entry)."""
+    separator = "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"
+    return text + separator + entry
+
+
 def replace(target: Path, text: str) -> None:
     """Replace ``target`` with ``text`` by a rename, keeping its mode (0644 for a new file)."""
     mode = target.stat().st_mode & 0o7777 if target.exists() else 0o644

@@ -96,21 +96,21 @@ def _fetch(
         session.ssl_context()  # a bad CA bundle is a usage error, reported before anything is made
     cache = Cache(options.cache_dir)
     cache.ensure()
-    where = None
+    dirs = None
     if dest is not None:
-        where = (dest, install.DestDirs(dest))
-        install.make_dest(dest, where[1])
+        dirs = install.DestDirs(dest)
+        install.make_dest(dirs)
     # The backoff is read from this module at call time, so a test can shorten it here.
     retry = RetryPolicy(options.attempts, backoff_base=BACKOFF_BASE, backoff_cap=BACKOFF_CAP)
     sink = progress or Progress()
     try:
-        jobs = [AssetJob(asset, urls, where, cache, session, sink, retry) for asset, urls in plans]
+        jobs = [AssetJob(asset, urls, dirs, cache, session, sink, retry) for asset, urls in plans]
         for job in jobs[: options.jobs]:  # these begin with the run; the others when a worker frees up
             job.since = options.started
         return _run_all(jobs, session, options.jobs)
     except BaseException:
-        if where is not None:
-            where[1].take_back()  # a failed run leaves --dest as it found it
+        if dirs is not None:
+            dirs.take_back()  # a failed run leaves --dest as it found it
         raise
 
 

@@ -69,12 +69,13 @@ class DestDirs:
         check_inside(self.dest, target, asset)  # a link planted while we made the directories
 
 
-def make_dest(dest: Path, dirs: DestDirs) -> None:
-    """Make ``dest`` a directory. Raises UsageError naming what stands in the way (exit 2).
+def make_dest(dirs: DestDirs) -> None:
+    """Make ``dirs.dest`` a directory. Raises UsageError naming what stands in the way (exit 2).
 
     A link that leads nowhere, a loop of links, a file on the way: each is
     named, with what to do, before any traffic.
     """
+    dest = dirs.dest
     try:
         with atomic.no_space_as_error(f"--dest {dest}", dest, 0, NO_SPACE_ADVICE):
             dirs.make(dest)

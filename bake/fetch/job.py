@@ -36,16 +36,17 @@ log = logging.getLogger(__name__)
 class AssetJob:
     """Everything about fetching one asset in this run.
 
-    ``dest`` None fetches into the cache only (``bake add``). With ``options.unknown_sha256``
-    the asset's sha256 is only the key of its partial, and the object is committed under the
-    digest of the bytes that arrived (``FetchRecord.sha256``).
+    ``dirs`` (``--dest`` and the directories made under it) None fetches into the cache only
+    (``bake add``). With ``options.unknown_sha256`` the asset's sha256 is only the key of its
+    partial, and the object is committed under the digest of the bytes that arrived
+    (``FetchRecord.sha256``).
     """
 
     def __init__(
         self,
         asset: Asset,
         urls: list[str],
-        dest: tuple[Path, install.DestDirs] | None,
+        dirs: install.DestDirs | None,
         cache: Cache,
         session: Session,
         progress: Progress,
@@ -53,7 +54,7 @@ class AssetJob:
     ) -> None:
         self.asset = asset
         self.urls = urls
-        self.dest = dest
+        self.dirs = dirs
         self.cache = cache
         self.session = session
         self.options = session.options
@@ -98,7 +99,7 @@ class AssetJob:
         self.clock.check_cancelled()
         self.clock.start(self.since)
         sha = self.asset.sha256
-        target = install.target_path(self.dest[0], self.asset) if self.dest else None
+        target = install.target_path(self.dirs.dest, self.asset) if self.dirs else None
         if target is not None and install.already_installed(target, self.asset):
             log.debug("%s: %s already verified", self.asset.name, target)
             return self._record("cache", sha, target, cached=True)
@@ -126,7 +127,7 @@ class AssetJob:
         """Install ``obj`` at ``target``; with no destination, check only (a cache-only fetch)."""
         if target is None:
             return not verify or file_matches(obj, self.asset.sha256)
-        return install.install(obj, target, self.asset, self.dest[1], verify=verify)
+        return install.install(obj, target, self.asset, self.dirs, verify=verify)
 
     def _record(self, source: str, sha256: str, landed: Path, *, cached: bool) -> FetchRecord:
         size = self.asset.size if self.asset.size is not None else landed.stat().st_size

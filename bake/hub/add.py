@@ -137,8 +137,7 @@ def append_entry(manifest_path: Path, entry: dict) -> None:
     """
     with manifestedit.locked(manifest_path) as target:
         text = manifest.read_manifest_text(target) if target.exists() else ""
-        separator = "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"
-        new = text + separator + entry_text(entry)
+        new = manifestedit.appended(text, entry_text(entry))
         manifest.parse_manifest(new, source=str(manifest_path), allow_http=True)
         manifestedit.replace(target, new)
 
