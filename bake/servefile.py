@@ -394,8 +394,6 @@ def read(text: str) -> Reading:
             reader.reading.refused.append((number, problem))
             continue
         cls = KINDS[parts[0]]
-        values = [
-            int(v) if f.type in (int, "int") else v for f, v in zip(fields(cls), parts[1:], strict=True)
-        ]
+        values = [int(v) if is_int else v for is_int, v in zip(_INT_FIELDS[cls], parts[1:], strict=True)]
         reader.reading.records.append(cls(*values))
     return reader.reading
