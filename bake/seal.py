@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bake import consumers
@@ -15,22 +16,34 @@ FILE_MODE = 0o444
 DIR_MODE = 0o555
 
 
+def _table(assets: list[Asset]) -> tuple[consumers.Consumer, ...]:
+    """The consumer table of ``assets``: the manifest's, or the built-ins' for a plain list."""
+    return Assets(assets, declared_consumers(assets)).consumers()
+
+
+def _links(table: Sequence[consumers.Consumer], assets: list[Asset]) -> dict[str, str]:
+    links: dict[str, str] = {}
+    for consumer in table:
+        links.update(consumer.aliases([a for a in assets if consumer.owns(a.path)]))
+    return links
+
+
 def alias_links(assets: list[Asset]) -> dict[str, str]:
     """Map each alias link path (relative to the asset root) to its relative target, from the consumer table.
 
     The tiktoken family's ``tiktoken/<encoding>.tiktoken`` links and the Hub's snapshot links.
     """
-    links: dict[str, str] = {}
-    for consumer in Assets(assets, declared_consumers(assets)).consumers():
-        links.update(consumer.aliases([a for a in assets if consumer.owns(a.path)]))
-    return links
+    return _links(_table(assets), assets)
 
 
-def serve_text(dest: Path, assets: list[Asset], links: dict[str, str] | None = None) -> str:
-    """Return the ``bake.serve`` that ``seal`` writes for ``assets`` baked under ``dest``.
+def serve_text(
+    dest: Path, assets: list[Asset], table: Sequence[consumers.Consumer], links: Mapping[str, str]
+) -> str:
+    """Return the ``bake.serve`` that ``seal`` writes for ``assets`` baked under ``dest``, given their
+    consumer ``table`` and alias ``links``.
 
     Sizes come from the lock, which holds the verified sizes even when the
-    manifest leaves one out. ``links``: the alias links, when the caller has them already.
+    manifest leaves one out.
     """
     locked = {f.path: f for f in read_lock(dest)}
     wanted = {a.path for a in assets}
@@ -41,8 +54,7 @@ def serve_text(dest: Path, assets: list[Asset], links: dict[str, str] | None = N
             "manifest and groups before sealing"
         )
     files = [locked[p] for p in sorted(wanted)]
-    table = Assets(assets, declared_consumers(assets)).consumers()
-    return consumers.serve_text(table, files, alias_links(assets) if links is None else links)
+    return consumers.serve_text(table, files, links)
 
 
 def seal(dest: Path, assets: list[Asset]) -> None:
@@ -57,8 +69,9 @@ def seal(dest: Path, assets: list[Asset]) -> None:
     """
     if not (dest / LOCK_NAME).is_file():
         raise UsageError(f"{dest}: no {LOCK_NAME}; run `bake fetch` into it before sealing")
-    links = alias_links(assets)
-    serve = serve_text(dest, assets, links).encode()
+    table = _table(assets)
+    links = _links(table, assets)
+    serve = serve_text(dest, assets, table, links).encode()
     root = str(dest)
     for alias, target in links.items():
         # Worked out on the names: the link's directory may not exist yet.
@@ -70,7 +83,7 @@ def seal(dest: Path, assets: list[Asset]) -> None:
     for alias, target in links.items():
         _place_link(os.path.join(root, alias), target)
     written = {}
-    for consumer in Assets(assets, declared_consumers(assets)).consumers():
+    for consumer in table:
         for rel, text in consumer.seal_files().items():
             _place_file(dest / rel, text)
             data = text.encode()
@@ -126,10 +139,12 @@ def check_seal(dest: Path, assets: list[Asset]) -> list[str]:
     if not serve_path.exists():
         return []
     problems = []
-    expected = serve_text(dest, assets)
+    table = _table(assets)
+    links = _links(table, assets)
+    expected = serve_text(dest, assets, table, links)
     if not serve_path.is_file() or serve_path.read_text(encoding="utf-8") != expected:
         problems.append(f"{consumers.SERVE_NAME}: not what `bake seal` writes for this manifest")
-    for alias, target in alias_links(assets).items():
+    for alias, target in links.items():
         link = dest / alias
         if not link.is_symlink() or os.readlink(link) != target:
             problems.append(f"{alias}: expected a link to {target}")
