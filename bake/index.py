@@ -63,9 +63,14 @@ def write_index(dest: Path, assets: list[Asset]) -> None:
     the installed files. Both files depend only on the selection's content.
     """
     sizes = {a.path: (dest / a.path).stat().st_size for a in assets}
-    sums = "".join(f"{a.sha256}  {a.path}\n" for a in sorted(assets, key=lambda a: a.path))
-    lock = json.dumps(lock_document(assets, sizes), indent=2, sort_keys=True) + "\n"
-    install_together({dest / SUMS_NAME: sums.encode(), dest / LOCK_NAME: lock.encode()})
+    _install_index(dest, lock_document(assets, sizes))
+
+
+def _install_index(dest: Path, lock: dict) -> None:
+    """Write ``lock`` as bake.lock.json and its entries, in their order, as SHA256SUMS, together."""
+    sums = "".join(f"{e['sha256']}  {e['path']}\n" for e in lock["assets"])
+    text = json.dumps(lock, indent=2, sort_keys=True) + "\n"
+    install_together({dest / SUMS_NAME: sums.encode(), dest / LOCK_NAME: text.encode()})
 
 
 def read_lock(
