@@ -97,7 +97,8 @@ def expected_files(assets: list[Asset]) -> list[LockedFile]:
 def add_to_index(dest: Path, extra: dict[str, tuple[int, str]]) -> None:
     """List files seal writes itself (the Hub's refs and trees) in SHA256SUMS and the lock, both alike.
 
-    ``extra`` maps paths to (size, sha256). Nothing is rewritten when both already list them.
+    ``extra`` maps paths to (size, sha256). Nothing is rewritten when the lock already lists them
+    as they are; else the lock's text changes, and both files are written.
     """
     if not extra:
         return
@@ -108,7 +109,4 @@ def add_to_index(dest: Path, extra: dict[str, tuple[int, str]]) -> None:
         return  # a seal again: listed already (and the indented dump of a large lock is slow)
     entries |= new
     doc["assets"] = [entries[p] for p in sorted(entries)]
-    sums = "".join(f"{e['sha256']}  {e['path']}\n" for e in doc["assets"]).encode()
-    lock = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
-    if (dest / SUMS_NAME).read_bytes() != sums or (dest / LOCK_NAME).read_bytes() != lock:
-        install_together({dest / SUMS_NAME: sums, dest / LOCK_NAME: lock})
+    _install_index(dest, doc)
