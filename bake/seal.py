@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from bake import consumers
@@ -115,19 +116,34 @@ def _place_link(path: str, target: str) -> None:
         pass
     if os.path.lexists(path):
         raise UsageError(f"{path}: expected a link to {target}, found something else; remove it and reseal")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    os.symlink(target, path)
+    with _making(path, f"a link to {target}"):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.symlink(target, path)
 
 
 def _place_file(path: Path, text: str) -> None:
-    if path.is_file() and not path.is_symlink() and path.read_text(encoding="utf-8") == text:
+    if path.is_file() and not path.is_symlink() and path.read_bytes() == text.encode():
         return
     if path.is_symlink() or path.exists():
         raise UsageError(
             f"{path}: expected bake's own {path.name}, found something else; remove it and reseal"
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    with _making(path, f"bake's own {path.name}"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+@contextlib.contextmanager
+def _making(path: str | Path, what: str) -> Iterator[None]:
+    """Raise UsageError naming ``path`` when making ``what`` there fails: a file where one of its
+    directories belongs, or a directory seal may not write."""
+    try:
+        yield
+    except OSError as exc:
+        raise UsageError(
+            f"{path}: expected {what}, could not make it ({exc.strerror or exc}); remove the file in "
+            "its way or make its directory writable, and reseal"
+        ) from None
 
 
 def check_seal(dest: Path, assets: list[Asset]) -> list[str]:
@@ -142,7 +158,7 @@ def check_seal(dest: Path, assets: list[Asset]) -> list[str]:
     table = _table(assets)
     links = _links(table, assets)
     expected = serve_text(dest, assets, table, links)
-    if not serve_path.is_file() or serve_path.read_text(encoding="utf-8") != expected:
+    if not serve_path.is_file() or serve_path.read_bytes() != expected.encode():
         problems.append(f"{consumers.SERVE_NAME}: not what `bake seal` writes for this manifest")
     for alias, target in links.items():
         link = dest / alias
