@@ -88,13 +88,19 @@ def _installed(distribution: str) -> bool:
     return True
 
 
+def _no_file(client: str, name: str, lookup: Path) -> Finding | None:
+    """The failing finding when ``lookup`` is no file (nothing, a dangling link, a directory); else None."""
+    if lookup.is_file():
+        return None
+    seen = "a dangling link" if lookup.is_symlink() else "nothing" if not lookup.exists() else "not a file"
+    return Finding(client, name, False, f"looks at {lookup}, finds {seen}; it would download")
+
+
 def _check_lookup(consumer: str, name: str, lookup: Path, baked: Path, sha256: str) -> Finding:
     """Is the file at ``lookup`` the baked one? A link to the baked file is proven by the lock; else hash."""
-    if not lookup.is_file():
-        seen = (
-            "a dangling link" if lookup.is_symlink() else "nothing" if not lookup.exists() else "not a file"
-        )
-        return Finding(consumer, name, False, f"looks at {lookup}, finds {seen}; it would download")
+    missing = _no_file(consumer, name, lookup)
+    if missing:
+        return missing
     if lookup.resolve() != baked.resolve():
         actual = sha256_file(lookup)
         if actual != sha256:
@@ -461,11 +467,9 @@ class Hub(Consumer):
 
 
 def _hub_file_finding(baked: Path, lookup: Path, name: str) -> Finding:
-    if not lookup.is_file():
-        seen = (
-            "a dangling link" if lookup.is_symlink() else "nothing" if not lookup.exists() else "not a file"
-        )
-        return Finding(HUB_CLIENT, name, False, f"looks at {lookup}, finds {seen}; it would download")
+    missing = _no_file(HUB_CLIENT, name, lookup)
+    if missing:
+        return missing
     same = os.path.realpath(lookup) == os.path.realpath(baked)
     if not same and (
         lookup.stat().st_size != baked.stat().st_size or sha256_file(lookup) != sha256_file(baked)

@@ -63,9 +63,14 @@ def write_index(dest: Path, assets: list[Asset]) -> None:
     the installed files. Both files depend only on the selection's content.
     """
     sizes = {a.path: (dest / a.path).stat().st_size for a in assets}
-    sums = "".join(f"{a.sha256}  {a.path}\n" for a in sorted(assets, key=lambda a: a.path))
-    lock = json.dumps(lock_document(assets, sizes), indent=2, sort_keys=True) + "\n"
-    install_together({dest / SUMS_NAME: sums.encode(), dest / LOCK_NAME: lock.encode()})
+    _install_index(dest, lock_document(assets, sizes))
+
+
+def _install_index(dest: Path, lock: dict) -> None:
+    """Write ``lock`` as bake.lock.json and its entries, in their order, as SHA256SUMS, together."""
+    sums = "".join(f"{e['sha256']}  {e['path']}\n" for e in lock["assets"])
+    text = json.dumps(lock, indent=2, sort_keys=True) + "\n"
+    install_together({dest / SUMS_NAME: sums.encode(), dest / LOCK_NAME: text.encode()})
 
 
 def read_lock(
@@ -92,7 +97,8 @@ def expected_files(assets: list[Asset]) -> list[LockedFile]:
 def add_to_index(dest: Path, extra: dict[str, tuple[int, str]]) -> None:
     """List files seal writes itself (the Hub's refs and trees) in SHA256SUMS and the lock, both alike.
 
-    ``extra`` maps paths to (size, sha256). Nothing is rewritten when both already list them.
+    ``extra`` maps paths to (size, sha256). Nothing is rewritten when the lock already lists them
+    as they are; else the lock's text changes, and both files are written.
     """
     if not extra:
         return
@@ -103,7 +109,4 @@ def add_to_index(dest: Path, extra: dict[str, tuple[int, str]]) -> None:
         return  # a seal again: listed already (and the indented dump of a large lock is slow)
     entries |= new
     doc["assets"] = [entries[p] for p in sorted(entries)]
-    sums = "".join(f"{e['sha256']}  {e['path']}\n" for e in doc["assets"]).encode()
-    lock = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
-    if (dest / SUMS_NAME).read_bytes() != sums or (dest / LOCK_NAME).read_bytes() != lock:
-        install_together({dest / SUMS_NAME: sums, dest / LOCK_NAME: lock})
+    _install_index(dest, doc)

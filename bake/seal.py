@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from bake import consumers
@@ -15,22 +17,34 @@ FILE_MODE = 0o444
 DIR_MODE = 0o555
 
 
+def _table(assets: list[Asset]) -> tuple[consumers.Consumer, ...]:
+    """The consumer table of ``assets``: the manifest's, or the built-ins' for a plain list."""
+    return Assets(assets, declared_consumers(assets)).consumers()
+
+
+def _links(table: Sequence[consumers.Consumer], assets: list[Asset]) -> dict[str, str]:
+    links: dict[str, str] = {}
+    for consumer in table:
+        links.update(consumer.aliases([a for a in assets if consumer.owns(a.path)]))
+    return links
+
+
 def alias_links(assets: list[Asset]) -> dict[str, str]:
     """Map each alias link path (relative to the asset root) to its relative target, from the consumer table.
 
     The tiktoken family's ``tiktoken/<encoding>.tiktoken`` links and the Hub's snapshot links.
     """
-    links: dict[str, str] = {}
-    for consumer in Assets(assets, declared_consumers(assets)).consumers():
-        links.update(consumer.aliases([a for a in assets if consumer.owns(a.path)]))
-    return links
+    return _links(_table(assets), assets)
 
 
-def serve_text(dest: Path, assets: list[Asset], links: dict[str, str] | None = None) -> str:
-    """Return the ``bake.serve`` that ``seal`` writes for ``assets`` baked under ``dest``.
+def serve_text(
+    dest: Path, assets: list[Asset], table: Sequence[consumers.Consumer], links: Mapping[str, str]
+) -> str:
+    """Return the ``bake.serve`` that ``seal`` writes for ``assets`` baked under ``dest``, given their
+    consumer ``table`` and alias ``links``.
 
     Sizes come from the lock, which holds the verified sizes even when the
-    manifest leaves one out. ``links``: the alias links, when the caller has them already.
+    manifest leaves one out.
     """
     locked = {f.path: f for f in read_lock(dest)}
     wanted = {a.path for a in assets}
@@ -41,8 +55,7 @@ def serve_text(dest: Path, assets: list[Asset], links: dict[str, str] | None = N
             "manifest and groups before sealing"
         )
     files = [locked[p] for p in sorted(wanted)]
-    table = Assets(assets, declared_consumers(assets)).consumers()
-    return consumers.serve_text(table, files, alias_links(assets) if links is None else links)
+    return consumers.serve_text(table, files, links)
 
 
 def seal(dest: Path, assets: list[Asset]) -> None:
@@ -57,8 +70,9 @@ def seal(dest: Path, assets: list[Asset]) -> None:
     """
     if not (dest / LOCK_NAME).is_file():
         raise UsageError(f"{dest}: no {LOCK_NAME}; run `bake fetch` into it before sealing")
-    links = alias_links(assets)
-    serve = serve_text(dest, assets, links).encode()
+    table = _table(assets)
+    links = _links(table, assets)
+    serve = serve_text(dest, assets, table, links).encode()
     root = str(dest)
     for alias, target in links.items():
         # Worked out on the names: the link's directory may not exist yet.
@@ -70,7 +84,7 @@ def seal(dest: Path, assets: list[Asset]) -> None:
     for alias, target in links.items():
         _place_link(os.path.join(root, alias), target)
     written = {}
-    for consumer in Assets(assets, declared_consumers(assets)).consumers():
+    for consumer in table:
         for rel, text in consumer.seal_files().items():
             _place_file(dest / rel, text)
             data = text.encode()
@@ -102,19 +116,34 @@ def _place_link(path: str, target: str) -> None:
         pass
     if os.path.lexists(path):
         raise UsageError(f"{path}: expected a link to {target}, found something else; remove it and reseal")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    os.symlink(target, path)
+    with _making(path, f"a link to {target}"):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.symlink(target, path)
 
 
 def _place_file(path: Path, text: str) -> None:
-    if path.is_file() and not path.is_symlink() and path.read_text(encoding="utf-8") == text:
+    if path.is_file() and not path.is_symlink() and path.read_bytes() == text.encode():
         return
     if path.is_symlink() or path.exists():
         raise UsageError(
             f"{path}: expected bake's own {path.name}, found something else; remove it and reseal"
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    with _making(path, f"bake's own {path.name}"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+@contextlib.contextmanager
+def _making(path: str | Path, what: str) -> Iterator[None]:
+    """Raise UsageError naming ``path`` when making ``what`` there fails: a file where one of its
+    directories belongs, or a directory seal may not write."""
+    try:
+        yield
+    except OSError as exc:
+        raise UsageError(
+            f"{path}: expected {what}, could not make it ({exc.strerror or exc}); remove the file in "
+            "its way or make its directory writable, and reseal"
+        ) from None
 
 
 def check_seal(dest: Path, assets: list[Asset]) -> list[str]:
@@ -126,10 +155,12 @@ def check_seal(dest: Path, assets: list[Asset]) -> list[str]:
     if not serve_path.exists():
         return []
     problems = []
-    expected = serve_text(dest, assets)
-    if not serve_path.is_file() or serve_path.read_text(encoding="utf-8") != expected:
+    table = _table(assets)
+    links = _links(table, assets)
+    expected = serve_text(dest, assets, table, links)
+    if not serve_path.is_file() or serve_path.read_bytes() != expected.encode():
         problems.append(f"{consumers.SERVE_NAME}: not what `bake seal` writes for this manifest")
-    for alias, target in alias_links(assets).items():
+    for alias, target in links.items():
         link = dest / alias
         if not link.is_symlink() or os.readlink(link) != target:
             problems.append(f"{alias}: expected a link to {target}")

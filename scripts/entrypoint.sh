@@ -1059,7 +1059,6 @@ _where() { # $1 directory, $2 consumer: make it where that is ours to do; sets _
 }
 
 _serve_at() { # $1 directory, $2 consumer: serve its files there; returns a status above
-	_reason='' _missing='' _why='' _hostile=''
 	if [ -z "$_verify" ] && { _in_place "$1" "$2" || _stamped "$1" "$2"; }; then return "$_SERVED"; fi
 	if _is_job_local "$1"; then
 		_linked "$1" "$2" 1
@@ -1132,8 +1131,8 @@ _hostile_warning() { # $1 where: a warning for something planted in node storage
 	_say "warning: $1: $_reason; served job-local for this job; remove it"
 }
 
-_serve_export() { # $1 loc ID, $2 its directory or empty, $3 _serve_at's status, $4 consumer: job-local for this job
-	local var="$_5"
+_serve_export() { # $1 variable, $2 its directory or empty, $3 _serve_at's status, $4 consumer: job-local for this job
+	local var="$1"
 	if [ "$3" -eq "$_NOT_A_DIR" ]; then
 		_problem "$2" "$_want" "a file where a directory belongs, left alone" "remove that file, or unset $var to get a job-local directory"
 		return 0
@@ -1148,20 +1147,20 @@ _serve_export() { # $1 loc ID, $2 its directory or empty, $3 _serve_at's status,
 		"make ${TMPDIR:-/tmp} writable, or point $var at a writable directory"
 }
 
-_serve_under() { # $1 loc ID, $2 its directory or empty, $3 _serve_at's status: warn, or go job-local
-	local var="$_5" where="$_6" fix
-	if [ -z "$2" ]; then
+_serve_under() { # $1 loc ID, $2 its variable, $3 its SUB, $4 its directory or empty, $5 _serve_at's status: warn, or go job-local
+	local var="$2" where fix
+	if [ -z "$4" ]; then
 		_find_uid
-		where="\${$var:-...}/$where (no HOME, and no passwd entry for uid $_uid)"
+		where="\${$var:-...}/$3 (no HOME, and no passwd entry for uid $_uid)"
 	else
-		where=$2
+		where=$4
 	fi
-	case $3 in
+	case $5 in
 	"$_CANNOT_MAKE" | "$_MOVE")
-		if ! _is_job_local "$2" && _job_dir "$var"; then
+		if ! _is_job_local "$4" && _job_dir "$var"; then
 			_hostile_warning "$where"
 			_export "$var" "$_made"
-			if [ "$3" -eq "$_CANNOT_MAKE" ]; then
+			if [ "$5" -eq "$_CANNOT_MAKE" ]; then
 				_notes="$_notes; $var=$_made (job-local: $where cannot be created)"
 			else
 				_notes="$_notes; $var=$_made (job-local, $where left as is: $_reason)"
@@ -1182,20 +1181,19 @@ _serve_under() { # $1 loc ID, $2 its directory or empty, $3 _serve_at's status: 
 	_problem "$where" "$_want" "$_reason" "$fix"
 }
 
-
 _serve_loc() { # $1 loc ID: serve it where its consumer looks, or report it
-	local dir status=0 consumer mode unserved=$_unserved
+	local dir status=0 consumer mode var sub unserved=$_unserved
 	_find loc "$1" && _split "$_record" || return 0
-	consumer=$_3 mode=$_4
+	consumer=$_3 mode=$_4 var=$_5 sub=$_6
 	[ "$consumer" != - ] && _find set "$consumer" || return 0
-	_hostile=''
+	_reason='' _missing='' _why='' _hostile=''
 	_resolve "$1"
 	dir=$_resolved
 	if [ -n "$dir" ]; then
 		_serve_at "$dir" "$consumer" || status=$?
 		[ "$status" -ne "$_SERVED" ] || return 0
 	else
-		status=$_CANNOT_MAKE _reason=''
+		status=$_CANNOT_MAKE
 	fi
 	if [ -z "$_reason" ]; then
 		case $status in
@@ -1204,11 +1202,10 @@ _serve_loc() { # $1 loc ID: serve it where its consumer looks, or report it
 		esac
 	fi
 	_wanted "$consumer"
-	_find loc "$1" && _split "$_record" # the loc's fields again, for the messages below
 	if [ "$mode" = export ]; then
-		_serve_export "$1" "$dir" "$status" "$consumer"
+		_serve_export "$var" "$dir" "$status" "$consumer"
 	else
-		_serve_under "$1" "$dir" "$status"
+		_serve_under "$1" "$var" "$sub" "$dir" "$status"
 	fi
 	_tally="$_tally$1 $((_unserved - unserved))$_nl"
 }

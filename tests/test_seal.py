@@ -290,3 +290,66 @@ IMAGE_SERVE = expected_serve(
         ),
     },
 )
+
+
+def test_verify_names_a_bake_serve_that_is_not_text(served: tuple[Path, list[Asset]]) -> None:
+    dest, assets = served
+    seal.seal(dest, assets)
+    serve = dest / "bake.serve"
+    serve.chmod(0o644)
+    serve.write_bytes(b"\xff\xfe not UTF-8\n")
+    with pytest.raises(VerifyError, match=r"bake\.serve: not what `bake seal` writes"):
+        verify.verify_dest(dest, index.expected_files(assets), assets=assets)
+
+
+HUB_DATA = b"{}\n"
+HUB_FOLDER = "hub/models--org--tiny"
+HUB_MANIFEST = f"""
+[[hub]]
+repo = "org/tiny"
+commit = "{"a" * 40}"
+ref = "main"
+files = [{{path = "config.json", size = {len(HUB_DATA)}, sha256 = "{_sha(HUB_DATA)}", blob = "{"c" * 40}"}}]
+"""
+
+
+@pytest.fixture
+def hub_dest(tmp_path: Path) -> tuple[Path, list[Asset]]:
+    """A fetched destination of one pinned Hub repository whose ref seal writes."""
+    dest, assets = tmp_path / "dest", parse_manifest(HUB_MANIFEST)
+    for a in assets:
+        (dest / a.path).parent.mkdir(parents=True, exist_ok=True)
+        (dest / a.path).write_bytes(HUB_DATA)
+    index.write_index(dest, assets)
+    yield dest, assets
+    for p in [dest, *dest.rglob("*")]:  # let pytest clean up
+        if not p.is_symlink():
+            p.chmod(0o755)
+
+
+@pytest.mark.parametrize(
+    ("planted", "data", "expected"),
+    [
+        pytest.param(
+            "refs/main", b"\xff\xfe", "expected bake's own main, found something else", id="ref-not-text"
+        ),
+        pytest.param("refs", b"x", "expected bake's own main, could not make it", id="file-at-refs"),
+        pytest.param("snapshots", b"x", "expected a link to ../../blobs/", id="file-at-snapshots"),
+    ],
+)
+def test_seal_names_what_is_in_the_way_of_the_hubs_layout(
+    hub_dest: tuple[Path, list[Asset]], planted: str, data: bytes, expected: str
+) -> None:
+    dest, assets = hub_dest
+    (dest / HUB_FOLDER / planted).parent.mkdir(parents=True, exist_ok=True)
+    (dest / HUB_FOLDER / planted).write_bytes(data)
+    with pytest.raises(UsageError, match="reseal") as info:
+        seal.seal(dest, assets)
+    assert str(dest / HUB_FOLDER) in str(info.value) and expected in str(info.value)
+
+
+def test_seal_writes_the_index_again_when_sha256sums_is_gone(hub_dest: tuple[Path, list[Asset]]) -> None:
+    dest, assets = hub_dest
+    (dest / "SHA256SUMS").unlink()
+    seal.seal(dest, assets)
+    assert f"  {HUB_FOLDER}/refs/main\n" in (dest / "SHA256SUMS").read_text()
