@@ -581,17 +581,24 @@ def cmd_build(args: argparse.Namespace) -> int:
     )
 
 
-def _image_ref(args: argparse.Namespace) -> tuple[str, str]:
-    """Return the reference publish and pin work on, and the `bake publish` command that makes it."""
-    from bake import publish
-
+def _check_image_selection(args: argparse.Namespace) -> None:
+    """Refuse --runtime with --manifest or --group; otherwise default --manifest (publish and pin)."""
     if args.runtime:
         if args.manifest or args.group:
             raise UsageError("--runtime names bake's runtime image: it takes no --manifest or --group")
+    else:
+        args.manifest = args.manifest or manifest.DEFAULT_MANIFEST
+
+
+def _image_ref(args: argparse.Namespace) -> tuple[str, str]:
+    """Return the reference pin works on, and the `bake publish` command that makes it."""
+    from bake import publish
+
+    _check_image_selection(args)
+    if args.runtime:
         return publish.runtime_ref(args.repository), shlex.join(
             ["bake", "publish", "--runtime", "--repository", args.repository]
         )
-    args.manifest = args.manifest or manifest.DEFAULT_MANIFEST
     command = ["bake", "publish", "--manifest", args.manifest, "--repository", args.repository]
     command += [word for group in args.group for word in ("--group", group)]
     return publish.assets_ref(Path(args.manifest), args.repository, args.group), shlex.join(command)
@@ -600,7 +607,8 @@ def _image_ref(args: argparse.Namespace) -> tuple[str, str]:
 def cmd_publish(args: argparse.Namespace) -> int:
     from bake import publish
 
-    _image_ref(args)  # checks the options before anything asks the registry
+    # publish_* check the repository and read the manifest before they ask the registry.
+    _check_image_selection(args)
     buildx_args = args.buildx_args[1:] if args.buildx_args[:1] == ["--"] else args.buildx_args
     if args.runtime:
         published = publish.publish_runtime(args.repository, buildx_args)
