@@ -572,10 +572,15 @@ def _warn_untracked(untracked: tuple[str, ...]) -> None:
         )
 
 
+def _passed_on(remainder: list[str]) -> list[str]:
+    """The words a command hands to docker buildx (its REMAINDER), without the ``--`` before them."""
+    return remainder[1:] if remainder[:1] == ["--"] else remainder
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from bake import build
 
-    bake_args = args.bake_args[1:] if args.bake_args[:1] == ["--"] else args.bake_args
+    bake_args = _passed_on(args.bake_args)
     return build.run_build(
         Path(), bake_args, export=args.export, strict=args.strict, assets_image=args.assets_image
     )
@@ -609,7 +614,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
     # publish_* check the repository and read the manifest before they ask the registry.
     _check_image_selection(args)
-    buildx_args = args.buildx_args[1:] if args.buildx_args[:1] == ["--"] else args.buildx_args
+    buildx_args = _passed_on(args.buildx_args)
     if args.runtime:
         published = publish.publish_runtime(args.repository, buildx_args)
     else:
