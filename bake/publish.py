@@ -182,7 +182,8 @@ def secrets(env: Mapping[str, str]) -> list[str]:
     """Return the ``--secret`` options for what ``env`` holds: a Hub token, mirrors with credentials, a CA.
 
     They reach the fetch stage as BuildKit secrets only, never as build arguments (which land
-    in provenance), exactly as docker/bake-ci.hcl hands them to ``docker buildx bake``.
+    in provenance): the ids docker/Dockerfile's fetch stage mounts (hf_token, bake_mirrors,
+    ca_bundle).
     """
     found = []
     if env.get("HF_TOKEN"):
