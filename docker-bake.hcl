@@ -91,8 +91,9 @@ target "_common" {
 # The verified files alone, FROM scratch. Export it, or use it as a named
 # context in another bake file: contexts = { bake-assets = "target:assets" }.
 # A named context "assets" on the image target replaces this stage:
-#   --set image.contexts.assets=docker-image://REGISTRY/bake-assets:DIGEST
-# which `bake build --assets-image REGISTRY/bake-assets` sets (and publishes first).
+#   --set image.contexts.assets=docker-image://REGISTRY/bake-assets:DIGEST@sha256:…
+# which `bake build --assets-image REGISTRY/bake-assets` sets, pinned to the digest the
+# registry answered (and publishes first).
 target "assets" {
   inherits = ["_common"]
   target   = "assets"

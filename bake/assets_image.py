@@ -9,7 +9,7 @@ build replaces the Dockerfile's ``assets`` stage with the image, as a named
 context pinned to the digest the registry answered with: nothing is fetched, and
 any builder that can pull from the registry (a fresh one included) produces the
 same asset layer. ``bake publish`` and ``bake pin`` ask the registry through the
-same ``registry_digest``.
+same ``registry_digest``, and ``bake publish`` pushes through the same ``publish_once``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 import logging
 import re
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -177,6 +177,30 @@ def registry_digest(ref: str) -> str | None:
             "check that it is a Docker/OCI distribution registry"
         )
     return digest
+
+
+def publish_once(ref: str, what: str, build: Callable[[], None]) -> str:
+    """Return the digest the registry serves for ``ref``, running ``build`` (which pushes it) only if none.
+
+    The one "ask, build what is missing, ask again" of ``bake publish`` and ``bake build
+    --assets-image``; ``what`` names the image in the log and the error (``assets image``).
+    Raises BuildError (exit 5) when the registry gives no definite answer, or lacks ``ref``
+    after ``build``; ``build`` raises its own errors.
+    """
+    found = registry_digest(ref)
+    if found is not None:
+        log.info("%s %s is in the registry (%s); nothing to build for it", what, ref, found)
+        return found
+    log.info("%s %s is not in the registry yet; building and pushing it", what, ref)
+    build()
+    found = registry_digest(ref)
+    if found is None:
+        raise BuildError(
+            f"the {what} {ref} was built and pushed, but the registry does not have it; check the push "
+            "in the build log above, and that the registry keeps what it accepts"
+        )
+    log.info("pushed %s@%s", ref, found)
+    return found
 
 
 def _registry_failure(ref: str, registry: str, status: int | None, said: str, logged_in: bool) -> str:

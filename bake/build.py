@@ -65,18 +65,9 @@ def run_build(
 def _assets_image_args(directory: Path, args: list[str], repo: str) -> list[str]:
     """Publish ``REPO:<manifest digest>`` if the registry lacks it; return the overrides that consume it."""
     image = assets_image_mod.resolve(directory, args, repo)
-    found = assets_image_mod.registry_digest(image.ref)
-    if found is not None:
-        log.info("assets image %s is in the registry (%s); the asset layer comes from it", image.ref, found)
-        return image.consume_args(found)
-    log.info("assets image %s is not in the registry yet; building and pushing it", image.ref)
-    _bake(directory, [*args, *image.publish_args()])
-    found = assets_image_mod.registry_digest(image.ref)
-    if found is None:
-        raise BuildError(
-            f"the assets image {image.ref} was built and pushed, but the registry does not have it; "
-            "check the push in the build log above, and that the registry keeps what it accepts"
-        )
+    found = assets_image_mod.publish_once(
+        image.ref, "assets image", lambda: _bake(directory, [*args, *image.publish_args()])
+    )
     return image.consume_args(found)
 
 

@@ -572,26 +572,38 @@ def _warn_untracked(untracked: tuple[str, ...]) -> None:
         )
 
 
+def _passed_on(remainder: list[str]) -> list[str]:
+    """The words a command hands to docker buildx (its REMAINDER), without the ``--`` before them."""
+    return remainder[1:] if remainder[:1] == ["--"] else remainder
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from bake import build
 
-    bake_args = args.bake_args[1:] if args.bake_args[:1] == ["--"] else args.bake_args
+    bake_args = _passed_on(args.bake_args)
     return build.run_build(
         Path(), bake_args, export=args.export, strict=args.strict, assets_image=args.assets_image
     )
 
 
-def _image_ref(args: argparse.Namespace) -> tuple[str, str]:
-    """Return the reference publish and pin work on, and the `bake publish` command that makes it."""
-    from bake import publish
-
+def _check_image_selection(args: argparse.Namespace) -> None:
+    """Refuse --runtime with --manifest or --group; otherwise default --manifest (publish and pin)."""
     if args.runtime:
         if args.manifest or args.group:
             raise UsageError("--runtime names bake's runtime image: it takes no --manifest or --group")
+    else:
+        args.manifest = args.manifest or manifest.DEFAULT_MANIFEST
+
+
+def _image_ref(args: argparse.Namespace) -> tuple[str, str]:
+    """Return the reference pin works on, and the `bake publish` command that makes it."""
+    from bake import publish
+
+    _check_image_selection(args)
+    if args.runtime:
         return publish.runtime_ref(args.repository), shlex.join(
             ["bake", "publish", "--runtime", "--repository", args.repository]
         )
-    args.manifest = args.manifest or manifest.DEFAULT_MANIFEST
     command = ["bake", "publish", "--manifest", args.manifest, "--repository", args.repository]
     command += [word for group in args.group for word in ("--group", group)]
     return publish.assets_ref(Path(args.manifest), args.repository, args.group), shlex.join(command)
@@ -600,8 +612,9 @@ def _image_ref(args: argparse.Namespace) -> tuple[str, str]:
 def cmd_publish(args: argparse.Namespace) -> int:
     from bake import publish
 
-    _image_ref(args)  # checks the options before anything asks the registry
-    buildx_args = args.buildx_args[1:] if args.buildx_args[:1] == ["--"] else args.buildx_args
+    # publish_* check the repository and read the manifest before they ask the registry.
+    _check_image_selection(args)
+    buildx_args = _passed_on(args.buildx_args)
     if args.runtime:
         published = publish.publish_runtime(args.repository, buildx_args)
     else:

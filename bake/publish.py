@@ -18,12 +18,13 @@ image into one layer, so an image holding both would give the target a new asset
 Everything the build needs comes from the installed package: bake's own source, and the
 Dockerfile and scripts shipped as package data (``publish_files/``), assembled with the
 manifest in a temporary build context. So it works from any directory, bake installed from
-the wheel. Only the registry's definite "unknown" (``assets_image.registry_digest``) starts a
-build; any other answer is exit 5 before anything is built.
+the wheel. Only the registry's definite "unknown" (``assets_image.publish_once``, as for ``bake
+build --assets-image``) starts a build; any other answer is exit 5 before anything is built.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bake import __version__
-from bake.assets_image import check_repo, manifest_digest_of, registry_digest
+from bake.assets_image import check_repo, manifest_digest_of, publish_once, registry_digest
 from bake.context import describe_exit
 from bake.errors import BuildError
 
@@ -169,26 +170,8 @@ def _publish(
     extra: Mapping[str, Path],
     buildx_args: Sequence[str],
 ) -> Published:
-    found = registry_digest(ref)
-    if found is not None:
-        log.info("%s is in the registry (%s); nothing to build", ref, found)
-        return Published(ref, found)
-    log.info("%s is not in the registry yet; building the %s stage and pushing it", ref, stage)
-    with tempfile.TemporaryDirectory(prefix="bake-publish-") as tmp:
-        context = Path(tmp) / "context"
-        for name, source in {**context_files(), **extra}.items():
-            target = context / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
-        _build(context, stage, ref, {**build_args, **_from_environment()}, buildx_args)
-    found = registry_digest(ref)
-    if found is None:
-        raise BuildError(
-            f"{ref} was built and pushed, but the registry does not have it; check the push in the "
-            "build log above, and that the registry keeps what it accepts"
-        )
-    log.info("pushed %s@%s", ref, found)
-    return Published(ref, found)
+    build = functools.partial(_build, ref, stage, build_args, extra, buildx_args)
+    return Published(ref, publish_once(ref, f"{stage} image", build))
 
 
 def _from_environment() -> dict[str, str]:
@@ -199,7 +182,8 @@ def secrets(env: Mapping[str, str]) -> list[str]:
     """Return the ``--secret`` options for what ``env`` holds: a Hub token, mirrors with credentials, a CA.
 
     They reach the fetch stage as BuildKit secrets only, never as build arguments (which land
-    in provenance), exactly as docker/bake-ci.hcl hands them to ``docker buildx bake``.
+    in provenance): the ids docker/Dockerfile's fetch stage mounts (hf_token, bake_mirrors,
+    ca_bundle).
     """
     found = []
     if env.get("HF_TOKEN"):
@@ -214,23 +198,34 @@ def secrets(env: Mapping[str, str]) -> list[str]:
 
 
 def _build(
-    context: Path, stage: str, ref: str, build_args: Mapping[str, str], buildx_args: Sequence[str]
+    ref: str,
+    stage: str,
+    build_args: Mapping[str, str],
+    extra: Mapping[str, Path],
+    buildx_args: Sequence[str],
 ) -> None:
-    cmd = ["docker", "buildx", "build", "--file", str(context / "docker/Dockerfile"), "--target", stage]
-    for name, value in build_args.items():
-        cmd += ["--build-arg", f"{name}={value}"]
-    # A plain image manifest (no attestation index): what the engine's docker driver pushes anyway.
-    cmd += [*secrets(os.environ), "--provenance=false", "--output", f"type=image,name={ref},push=true"]
-    cmd += [*buildx_args, str(context)]
-    log.info("running %s", shlex.join(cmd))
-    try:
-        # The build's own output goes to stderr: stdout carries the one line `bake publish` prints.
-        returncode = subprocess.run(cmd, check=False, stdout=2).returncode
-    except OSError as exc:
-        raise BuildError(
-            f"cannot run `docker buildx build`: {exc.strerror}; install the docker CLI with the buildx "
-            "plugin (scripts/toolchain.sh) or put it on PATH"
-        ) from exc
+    """Build ``stage`` in a temporary context (bake's files and ``extra``) and push it as ``ref``."""
+    with tempfile.TemporaryDirectory(prefix="bake-publish-") as tmp:
+        context = Path(tmp) / "context"
+        for name, source in {**context_files(), **extra}.items():
+            target = context / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+        cmd = ["docker", "buildx", "build", "--file", str(context / "docker/Dockerfile"), "--target", stage]
+        for name, value in {**build_args, **_from_environment()}.items():
+            cmd += ["--build-arg", f"{name}={value}"]
+        # A plain image manifest (no attestation index): what the engine's docker driver pushes anyway.
+        cmd += [*secrets(os.environ), "--provenance=false", "--output", f"type=image,name={ref},push=true"]
+        cmd += [*buildx_args, str(context)]
+        log.info("running %s", shlex.join(cmd))
+        try:
+            # The build's own output goes to stderr: stdout carries the one line `bake publish` prints.
+            returncode = subprocess.run(cmd, check=False, stdout=2).returncode
+        except OSError as exc:
+            raise BuildError(
+                f"cannot run `docker buildx build`: {exc.strerror}; install the docker CLI with the buildx "
+                "plugin (scripts/toolchain.sh) or put it on PATH"
+            ) from exc
     if returncode != 0:
         raise BuildError(
             f"building {ref} failed ({describe_exit(returncode)}): `docker buildx build --target {stage}`; "

@@ -1,6 +1,7 @@
 """Benchmark bake side by side with its peers, and the reuse of its asset layer.
 
-    scripts/bench.py [--smoke] [--json OUT]        (as root; default OUT .work/bench.json)
+    scripts/bench.py [--smoke] [--scale | --compare OLD] [--plot PNG] [--json OUT]
+        (as root; default OUT .work/bench.json)
 
 One run measures, and prints as a table:
   1. cold fetch: a generated file from a loopback mirror throttled per connection,
@@ -14,7 +15,7 @@ One run measures, and prints as a table:
      throw-away dockerd (own data root, exec root, pid file and unix socket)
      pushing to a throw-away registry; mirror bytes, registry uploads, wall time;
   7. entrypoint: median of `bake-entrypoint true` against `true` (two files, served and unset);
-  8. an agent's pull of the stand-in's ci_base, twice (see builds);
+  8. an agent's pull of the stand-in's ci_base, twice (bench/fleet.py);
   9. scale: job start at 10, 1,000 and 10,000 files (fresh, empty, served; node storage; a Hub
      repository), beside `cp -rs` of the same tree, and `bake manifest digest` and `bake seal` at
      10,000 Hub files; drawn as docs/performance-scale.png (matplotlib: the [bench] extra).
@@ -72,7 +73,8 @@ def toolchain() -> tuple[str, bool]:
 def _measure(
     profile: Profile, work: Path, logs: Path, standin_registry: str, scale_only: bool, compare: str | None
 ) -> dict:
-    """Run every measure (or, with ``scale_only``, 7 and 8 alone) in ``work``; returns them and the file."""
+    """Run the measures in ``work``: every one, 7 and 9 alone (``scale_only``), or the comparison with
+    commit ``compare``. Returns them, and the generated file when there is one."""
     if compare:
         return {"measures": {"compare": bench_compare(profile, compare, work, logs)}}
     if scale_only:  # no asset to fetch or build: the checkout as it is
