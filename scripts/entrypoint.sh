@@ -671,38 +671,39 @@ _mkdirs() { # $1 directory, $2 consumer, $3 views to make (both, or both and cop
 	[ $# -eq 0 ] || mkdir -p -- "$@" 2>/dev/null || :
 }
 
+_placement() { # $1 a place entry (HOW, SOURCE, DEST), $2 its location: sets _how, _from (in the image) and _to
+	_how=${1%%"$_tab"*}
+	_from=${1#*"$_tab"}
+	_to=$2/${_from#*"$_tab"}
+	_from=$_assets/${_from%%"$_tab"*}
+}
+
 _placed_one() { # $1 directory, $2 consumer: succeed when one of its links into the image is there: bake made it
-	local dir="$1" entry source dest IFS
+	local entry IFS
 	_parts place "$2"
 	IFS=$_nl
 	for entry in $_list; do
-		[ "${entry%%"$_tab"*}" = link ] || continue
-		source=${entry#*"$_tab"}
-		dest=$dir/${source#*"$_tab"}
-		source=$_assets/${source%%"$_tab"*}
-		[ -L "$dest" ] && [ "$dest" -ef "$source" ] && return 0
+		_placement "$entry" "$1"
+		[ "$_how" = link ] && [ -L "$_to" ] && [ "$_to" -ef "$_from" ] && return 0
 	done
 	return 1
 }
 
 _in_place() { # $1 directory, $2 consumer: succeed when its placements (no tree among them) are all there, no process started
-	local dir="$1" entry how source dest IFS
+	local entry IFS
 	_parts place "$2"
 	case $_nl$_list in *"${_nl}tree$_tab"*) return 1 ;; esac
 	IFS=$_nl
 	for entry in $_list; do
-		how=${entry%%"$_tab"*}
-		source=${entry#*"$_tab"}
-		dest=$dir/${source#*"$_tab"}
-		source=$_assets/${source%%"$_tab"*}
+		_placement "$entry" "$1"
 		# A link into the image (the same file), or the copy a consumer may have rewritten since.
-		if [ "$how" = link ]; then [ -L "$dest" ] && [ "$dest" -ef "$source" ] || return 1; fi
-		if [ "$how" = copy ]; then [ -f "$dest" ] || return 1; fi
+		if [ "$_how" = link ]; then [ -L "$_to" ] && [ "$_to" -ef "$_from" ] || return 1; fi
+		if [ "$_how" = copy ]; then [ -f "$_to" ] || return 1; fi
 	done
 }
 
 _place() { # $1 directory, $2 consumer: make every placement; succeed when each made all it had to
-	local dir="$1" places skips entry how source dest batch='' all=0 IFS
+	local dir="$1" places skips entry batch='' all=0 IFS
 	_parts place "$2"
 	places=$_list
 	_parts skip "$2"
@@ -710,26 +711,23 @@ _place() { # $1 directory, $2 consumer: make every placement; succeed when each 
 	set --
 	IFS=$_nl
 	for entry in $places; do
-		how=${entry%%"$_tab"*}
-		source=${entry#*"$_tab"}
-		dest=$dir/${source#*"$_tab"}
-		source=$_assets/${source%%"$_tab"*}
-		if [ "$how" = link ] && { [ -e "$dest" ] || [ -L "$dest" ]; }; then
-			[ "$dest" -ef "$source" ] || all=1
-		elif [ "$how" = link ] && [ "${dest##*/}" = "${source##*/}" ]; then
+		_placement "$entry" "$dir"
+		if [ "$_how" = link ] && { [ -e "$_to" ] || [ -L "$_to" ]; }; then
+			[ "$_to" -ef "$_from" ] || all=1
+		elif [ "$_how" = link ] && [ "${_to##*/}" = "${_from##*/}" ]; then
 			# One ln per directory: `ln -s A B DIR/` names each link after its target.
-			if [ "${dest%/*}" != "$batch" ]; then
+			if [ "${_to%/*}" != "$batch" ]; then
 				[ $# -eq 0 ] || ln -s -- "$@" "$batch/" 2>/dev/null || all=1
 				set --
-				batch=${dest%/*}
+				batch=${_to%/*}
 			fi
-			set -- "$@" "$source"
-		elif [ "$how" = link ]; then
-			ln -s -T -- "$source" "$dest" 2>/dev/null || all=1
-		elif [ "$how" = tree ]; then
-			cp -r -s -T -- "$source" "$dest" 2>/dev/null || all=1
-		elif [ ! -e "$dest" ] && [ ! -L "$dest" ]; then
-			cp -- "$source" "$dest" 2>/dev/null || all=1
+			set -- "$@" "$_from"
+		elif [ "$_how" = link ]; then
+			ln -s -T -- "$_from" "$_to" 2>/dev/null || all=1
+		elif [ "$_how" = tree ]; then
+			cp -r -s -T -- "$_from" "$_to" 2>/dev/null || all=1
+		elif [ ! -e "$_to" ] && [ ! -L "$_to" ]; then
+			cp -- "$_from" "$_to" 2>/dev/null || all=1
 		fi
 	done
 	[ $# -eq 0 ] || ln -s -- "$@" "$batch/" 2>/dev/null || all=1
