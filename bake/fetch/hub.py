@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import threading
 from dataclasses import dataclass
@@ -34,12 +33,11 @@ from bake.fetch.attempt import Attempt
 from bake.fetch.clock import Clock
 from bake.fetch.failures import Cancelled
 from bake.fetch.sources import hf_token
+from bake.hashes import GIT_SHA1_HEX, HUB_ETAG_HEX, SHA256_HEX
 from bake.manifest import Asset
 
 log = logging.getLogger(__name__)
 
-_HEX = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _RETRY_STATUS = {408, 425, 429}  # and every 5xx
 _local = threading.local()  # the Guard of the attempt running on this thread, if any
 _installed = threading.Lock()
@@ -123,16 +121,16 @@ class Guard:
             raise DownloadError(f"HTTP {status} from {response.request.url}: server error", retryable=True)
         headers = response.headers
         commit = headers.get("X-Repo-Commit")
-        if commit is not None and (not _COMMIT.match(commit) or commit != self.file.commit):
+        if commit is not None and (not GIT_SHA1_HEX.match(commit) or commit != self.file.commit):
             raise self.refused("commit", commit, f"the pinned commit {self.file.commit} (40 hex characters)")
         if "/resolve/" not in response.request.url.path:
             return  # the CDN's own ETag and length are nobody's paths; the bytes are hashed anyway
         linked = headers.get("X-Linked-Etag")
         etag = _bare_etag(linked if linked is not None else headers.get("ETag"))
-        if etag is not None and (not _HEX.match(etag) or etag != self.file.etag):
+        if etag is not None and (not HUB_ETAG_HEX.match(etag) or etag != self.file.etag):
             raise self.refused("ETag", etag, f"{self.file.etag}, the blob the manifest pins (40 or 64 hex)")
         xet = headers.get("X-Xet-Hash")
-        if xet is not None and not re.fullmatch(r"[0-9a-f]{64}", xet):
+        if xet is not None and not SHA256_HEX.fullmatch(xet):
             raise self.refused("X-Xet-Hash", xet, "64 hex characters")
         size = headers.get("X-Linked-Size", headers.get("Content-Length") if status == 200 else None)
         if size is not None and (not size.isdigit() or int(size) != self.file.size):
