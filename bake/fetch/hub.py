@@ -32,7 +32,7 @@ from bake.errors import DownloadError, UsageError
 from bake.fetch.attempt import Attempt
 from bake.fetch.clock import Clock
 from bake.fetch.failures import Cancelled
-from bake.fetch.sources import hf_token
+from bake.fetch.sources import HUB_REFUSALS, hf_endpoint, hf_token
 from bake.hashes import GIT_SHA1_HEX, HUB_ETAG_HEX, SHA256_HEX
 from bake.manifest import Asset
 
@@ -188,23 +188,15 @@ def _hub_error(file: HubFile, exc: Exception) -> DownloadError:
     """A huggingface_hub exception as one line naming the file and the fix; never the token."""
     from huggingface_hub import errors
 
-    what = file.url
-    if isinstance(exc, (errors.EntryNotFoundError, errors.RemoteEntryNotFoundError)):
-        return DownloadError(
-            f"{what}: the Hub has no such file at that commit (404); the repository changed", retryable=False
-        )
-    if isinstance(exc, errors.RevisionNotFoundError):
-        return DownloadError(
-            f"{what}: the Hub does not know that commit; was it force-pushed away?", retryable=False
-        )
-    if isinstance(exc, (errors.GatedRepoError, errors.RepositoryNotFoundError)):
-        return DownloadError(
-            f"{what}: the Hub refused the repository (not found, private or gated); "
-            "set HF_TOKEN or HF_TOKEN_FILE to a token that may read it",
-            retryable=False,
-        )
+    for kinds, code in (
+        ((errors.EntryNotFoundError, errors.RemoteEntryNotFoundError), "EntryNotFound"),
+        ((errors.RevisionNotFoundError,), "RevisionNotFound"),
+        ((errors.GatedRepoError, errors.RepositoryNotFoundError), "RepoNotFound"),
+    ):
+        if isinstance(exc, kinds):
+            return DownloadError(f"{file.url}: {HUB_REFUSALS[code]}", retryable=False)
     first = str(exc).splitlines()[0] if str(exc) else ""
-    return DownloadError(f"{what}: huggingface_hub: {type(exc).__name__}: {first}", retryable=False)
+    return DownloadError(f"{file.url}: huggingface_hub: {type(exc).__name__}: {first}", retryable=False)
 
 
 class HubAttempt(Attempt):
@@ -237,7 +229,6 @@ class HubAttempt(Attempt):
 
     def _download(self, hub, file: HubFile, staging: Path) -> Path:
         """Run hf_hub_download; return the real file it made, which must lie inside ``staging``."""
-        endpoint = os.environ.get("HF_ENDPOINT", "").rstrip("/") or None
         try:
             local = hub.hf_hub_download(
                 file.repo,
@@ -246,7 +237,7 @@ class HubAttempt(Attempt):
                 revision=file.commit,
                 cache_dir=str(staging),
                 token=hf_token(),
-                endpoint=endpoint,
+                endpoint=hf_endpoint(),
                 etag_timeout=self.clock.io_timeout(),
             )
         except (DownloadError, Cancelled, UsageError):

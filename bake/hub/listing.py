@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -34,7 +33,7 @@ from bake.fetch.clock import Clock
 from bake.fetch.options import FetchOptions
 from bake.fetch.retry import RetryPolicy
 from bake.fetch.session import Session
-from bake.fetch.sources import Source, hf_token, origin_of
+from bake.fetch.sources import HUB_REFUSALS, Source, hf_endpoint, hf_token, origin_of
 from bake.fetch.transport import HttpClient
 from bake.hashes import GIT_SHA1_HEX, HUB_ETAG_HEX, SHA256_HEX
 from bake.hubtable import check_relpath
@@ -65,7 +64,7 @@ class Listed:
 
 def endpoint() -> str:
     """HF_ENDPOINT without its trailing slash, else the Hub."""
-    return os.environ.get("HF_ENDPOINT", "").rstrip("/") or DEFAULT_ENDPOINT
+    return hf_endpoint() or DEFAULT_ENDPOINT
 
 
 class _Connections:
@@ -130,19 +129,10 @@ class HubReader:
 
     def _failed(self, what: str, exc: DownloadError) -> FetchError:
         code = getattr(exc, "error_code", None)
-        status = getattr(exc, "status", None)
-        if code == "RevisionNotFound":
-            return FetchError(f"{what}: the Hub does not know that commit; was it force-pushed away?")
-        if code == "EntryNotFound":
-            return FetchError(
-                f"{what}: the Hub has no such file at that commit (404); the repository changed"
-            )
-        if code in ("RepoNotFound", "GatedRepo") or status in (401, 403):
-            return FetchError(
-                f"{what}: the Hub refused the repository (not found, private or gated); "
-                "set HF_TOKEN or HF_TOKEN_FILE to a token that may read it"
-            )
-        return FetchError(f"{what}: {exc}")
+        refusal = HUB_REFUSALS.get("RepoNotFound" if code == "GatedRepo" else code)
+        if refusal is None and getattr(exc, "status", None) in (401, 403):
+            refusal = HUB_REFUSALS["RepoNotFound"]
+        return FetchError(f"{what}: {refusal or exc}")
 
     # -- requests ----------------------------------------------------------------
 
