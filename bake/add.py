@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from bake import consumers, manifest, manifestedit
 from bake.errors import FetchError, ManifestError, UsageError
 from bake.fetch import FetchOptions, fetch_to_cache
+from bake.hashes import GIT_SHA1_HEX
 from bake.manifest import Asset, Assets
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ def derive_name(url: str, path: str) -> str:
     leaf = PurePosixPath(path).name
     stem = PurePosixPath(urlsplit(url).path).name.split(".")[0]
     # A SHA-1 cache name says nothing to a reader; the URL's file name does.
-    candidate = stem if re.fullmatch(r"[0-9a-f]{40}", leaf) else PurePosixPath(leaf).stem
+    candidate = stem if GIT_SHA1_HEX.fullmatch(leaf) else PurePosixPath(leaf).stem
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", candidate).strip("-.")
     if not name:
         raise UsageError(f"{manifest.redact_url(url)}: cannot derive a name from it; pass --name")

@@ -1,4 +1,4 @@
-"""SHA-256 helpers shared by fetch, verify and doctor: hashing a file, comparing it, the digest's pattern."""
+"""SHA-256 helpers shared by fetch, verify and doctor: hashing a file, comparing it, the digests' patterns."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from bake.units import MIB
 
 CHUNK = MIB
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")  # a lower-case hex SHA-256, as manifests and the cache spell it
+GIT_SHA1_HEX = re.compile(r"^[0-9a-f]{40}$")  # a git object id (a commit, a blob), as the Hub spells it
+# What the Hub sends as a file's ETag: its git blob id, or an LFS file's sha256.
+HUB_ETAG_HEX = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 
 
 def sha256_file(path: str | Path, *, chunk: int = CHUNK) -> str:

@@ -17,6 +17,7 @@ from pathlib import PurePosixPath
 
 from bake import servefile
 from bake.errors import ManifestError
+from bake.hashes import GIT_SHA1_HEX, SHA256_HEX
 from bake.tables import expect_table, refuse_unknown_keys
 
 PREFIX = "hub"
@@ -25,8 +26,6 @@ DOWNLOADERS = ("bake", "huggingface_hub")
 DEFAULT_DOWNLOADER = "bake"
 _ENTRY_KEYS = {"repo", "type", "commit", "ref", "include", "exclude", "groups", "downloader", "files"}
 _FILE_KEYS = {"path", "size", "sha256", "blob", "lfs"}
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 # huggingface_hub's own repo id rule (validate_repo_id), with the namespace required.
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -164,9 +163,9 @@ def _parse_file(raw: object, where: str) -> HubFile:
     size, sha, blob, lfs = raw.get("size"), raw.get("sha256"), raw.get("blob"), raw.get("lfs", False)
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
         raise ManifestError(f"{here}: size must be a non-negative integer, got {size!r}")
-    if not isinstance(sha, str) or not _HEX64.match(sha):
+    if not isinstance(sha, str) or not SHA256_HEX.match(sha):
         raise ManifestError(f"{here}: sha256 must be 64 lower-case hex characters, got {sha!r}")
-    if not isinstance(blob, str) or not _HEX40.match(blob):
+    if not isinstance(blob, str) or not GIT_SHA1_HEX.match(blob):
         raise ManifestError(
             f"{here}: blob must be the git blob id, 40 lower-case hex characters, got {blob!r}"
         )
@@ -182,14 +181,14 @@ def _parse_head(raw: dict, where: str) -> tuple[str, str, str, str | None, str]:
         raise ManifestError(f"{where}: repo must be ORG/NAME as on the Hub, got {repo!r}")
     if kind not in KINDS:
         raise ManifestError(f"{where}: type must be one of {', '.join(KINDS)}, got {kind!r}")
-    if not isinstance(commit, str) or not _HEX40.match(commit):
+    if not isinstance(commit, str) or not GIT_SHA1_HEX.match(commit):
         raise ManifestError(
             f"{where}: commit must be the full 40-hex commit SHA, got {commit!r}; "
             "`bake add hf://ORG/REPO@BRANCH` resolves a branch or tag to it"
         )
     if ref is not None:
         check_relpath(ref, where, "ref")
-        if _HEX40.match(ref):
+        if GIT_SHA1_HEX.match(ref):
             raise ManifestError(f"{where}: ref {ref!r} is a commit SHA; a ref names a branch or tag")
     if downloader not in DOWNLOADERS:
         raise ManifestError(

@@ -23,7 +23,6 @@ DEFAULT_MANIFEST = "docker/assets.toml"
 _ALLOWED_KEYS = {"name", "path", "sha256", "urls", "size", "groups"}
 _REQUIRED_KEYS = ("name", "path", "sha256", "urls")
 
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Root names bake writes itself, beside the assets.
 RESERVED_ROOT_NAMES = ("SHA256SUMS", "bake.lock.json", consumers.SERVE_NAME)

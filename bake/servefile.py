@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 
+from bake.hashes import SHA256_HEX
+
 NAME = "bake.serve"
 HEADER = "# bake serve v1"
 MAX_FIELD = 1024
@@ -20,7 +22,6 @@ MAX_LINE = 4096
 _ID = re.compile(r"^[A-Za-z0-9_.-]+$")
 _CONSUMER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _DIGITS = re.compile(r"^[0-9]+$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # What a shell, the dynamic loader or an interpreter reads to decide what runs, or where (NAME*: a
@@ -281,7 +282,7 @@ class _Reader:
             return f"a CONSUMER named by a loc record above, saw '{consumer}'"
         if consumer in self.sets:
             return f"one set record per consumer, saw '{consumer}' twice"
-        if not _HEX64.match(dig):
+        if not SHA256_HEX.match(dig):
             return f"DIGEST as 64 lower-case hex characters, saw '{dig}'"
         if not _DIGITS.match(size):
             return f"BYTES as decimal digits, saw '{size}'"
@@ -319,7 +320,7 @@ class _Reader:
         )
         if problem:
             return problem
-        if not _HEX64.match(sha):
+        if not SHA256_HEX.match(sha):
             return f"SHA256 as 64 lower-case hex characters, saw '{sha}'"
         self.names.add((consumer, name))
         self.files.add((consumer, name))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import threading
 from dataclasses import dataclass
@@ -33,13 +32,12 @@ from bake.errors import DownloadError, UsageError
 from bake.fetch.attempt import Attempt
 from bake.fetch.clock import Clock
 from bake.fetch.failures import Cancelled
-from bake.fetch.sources import hf_token
+from bake.fetch.sources import HUB_REFUSALS, hf_endpoint, hf_token
+from bake.hashes import GIT_SHA1_HEX, HUB_ETAG_HEX, SHA256_HEX
 from bake.manifest import Asset
 
 log = logging.getLogger(__name__)
 
-_HEX = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _RETRY_STATUS = {408, 425, 429}  # and every 5xx
 _local = threading.local()  # the Guard of the attempt running on this thread, if any
 _installed = threading.Lock()
@@ -123,16 +121,16 @@ class Guard:
             raise DownloadError(f"HTTP {status} from {response.request.url}: server error", retryable=True)
         headers = response.headers
         commit = headers.get("X-Repo-Commit")
-        if commit is not None and (not _COMMIT.match(commit) or commit != self.file.commit):
+        if commit is not None and (not GIT_SHA1_HEX.match(commit) or commit != self.file.commit):
             raise self.refused("commit", commit, f"the pinned commit {self.file.commit} (40 hex characters)")
         if "/resolve/" not in response.request.url.path:
             return  # the CDN's own ETag and length are nobody's paths; the bytes are hashed anyway
         linked = headers.get("X-Linked-Etag")
         etag = _bare_etag(linked if linked is not None else headers.get("ETag"))
-        if etag is not None and (not _HEX.match(etag) or etag != self.file.etag):
+        if etag is not None and (not HUB_ETAG_HEX.match(etag) or etag != self.file.etag):
             raise self.refused("ETag", etag, f"{self.file.etag}, the blob the manifest pins (40 or 64 hex)")
         xet = headers.get("X-Xet-Hash")
-        if xet is not None and not re.fullmatch(r"[0-9a-f]{64}", xet):
+        if xet is not None and not SHA256_HEX.fullmatch(xet):
             raise self.refused("X-Xet-Hash", xet, "64 hex characters")
         size = headers.get("X-Linked-Size", headers.get("Content-Length") if status == 200 else None)
         if size is not None and (not size.isdigit() or int(size) != self.file.size):
@@ -190,23 +188,15 @@ def _hub_error(file: HubFile, exc: Exception) -> DownloadError:
     """A huggingface_hub exception as one line naming the file and the fix; never the token."""
     from huggingface_hub import errors
 
-    what = file.url
-    if isinstance(exc, (errors.EntryNotFoundError, errors.RemoteEntryNotFoundError)):
-        return DownloadError(
-            f"{what}: the Hub has no such file at that commit (404); the repository changed", retryable=False
-        )
-    if isinstance(exc, errors.RevisionNotFoundError):
-        return DownloadError(
-            f"{what}: the Hub does not know that commit; was it force-pushed away?", retryable=False
-        )
-    if isinstance(exc, (errors.GatedRepoError, errors.RepositoryNotFoundError)):
-        return DownloadError(
-            f"{what}: the Hub refused the repository (not found, private or gated); "
-            "set HF_TOKEN or HF_TOKEN_FILE to a token that may read it",
-            retryable=False,
-        )
+    for kinds, code in (
+        ((errors.EntryNotFoundError, errors.RemoteEntryNotFoundError), "EntryNotFound"),
+        ((errors.RevisionNotFoundError,), "RevisionNotFound"),
+        ((errors.GatedRepoError, errors.RepositoryNotFoundError), "RepoNotFound"),
+    ):
+        if isinstance(exc, kinds):
+            return DownloadError(f"{file.url}: {HUB_REFUSALS[code]}", retryable=False)
     first = str(exc).splitlines()[0] if str(exc) else ""
-    return DownloadError(f"{what}: huggingface_hub: {type(exc).__name__}: {first}", retryable=False)
+    return DownloadError(f"{file.url}: huggingface_hub: {type(exc).__name__}: {first}", retryable=False)
 
 
 class HubAttempt(Attempt):
@@ -239,7 +229,6 @@ class HubAttempt(Attempt):
 
     def _download(self, hub, file: HubFile, staging: Path) -> Path:
         """Run hf_hub_download; return the real file it made, which must lie inside ``staging``."""
-        endpoint = os.environ.get("HF_ENDPOINT", "").rstrip("/") or None
         try:
             local = hub.hf_hub_download(
                 file.repo,
@@ -248,7 +237,7 @@ class HubAttempt(Attempt):
                 revision=file.commit,
                 cache_dir=str(staging),
                 token=hf_token(),
-                endpoint=endpoint,
+                endpoint=hf_endpoint(),
                 etag_timeout=self.clock.io_timeout(),
             )
         except (DownloadError, Cancelled, UsageError):

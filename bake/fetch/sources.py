@@ -134,14 +134,13 @@ def _resolve_hf(url: str, options: FetchOptions) -> Source:
             "(or add a --mirror that maps hf:// to an https mirror)",
             retryable=False,
         ) from None
-    endpoint = os.environ.get("HF_ENDPOINT", "").rstrip("/") or None
     try:
         resolved = huggingface_hub.hf_hub_url(
             f"{org}/{repo}",
             "/".join(path),
             repo_type=repo_type,
             revision=unquote(revision) or None,
-            endpoint=endpoint,
+            endpoint=hf_endpoint(),
         )
     except ValueError as exc:
         raise DownloadError(f"{url}: not a valid Hub file reference: {exc}", retryable=False) from None
@@ -152,6 +151,22 @@ def _resolve_hf(url: str, options: FetchOptions) -> Source:
     token = hf_token() or huggingface_hub.get_token()
     auth = {"Authorization": f"Bearer {token}"} if token else {}
     return Source(url, http_url=resolved, auth=auth, auth_origin=origin_of(resolved))
+
+
+def hf_endpoint() -> str | None:
+    """HF_ENDPOINT without its trailing slash; None leaves the Hub to huggingface_hub (huggingface.co)."""
+    return os.environ.get("HF_ENDPOINT", "").rstrip("/") or None
+
+
+# What the Hub's refusals (its X-Error-Code) mean, said alike by `bake add` and both downloaders.
+HUB_REFUSALS = {
+    "RevisionNotFound": "the Hub does not know that commit; was it force-pushed away?",
+    "EntryNotFound": "the Hub has no such file at that commit (404); the repository changed",
+    "RepoNotFound": (
+        "the Hub refused the repository (not found, private or gated); "
+        "set HF_TOKEN or HF_TOKEN_FILE to a token that may read it"
+    ),
+}
 
 
 def hf_token() -> str | None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -34,8 +33,9 @@ from bake.fetch.clock import Clock
 from bake.fetch.options import FetchOptions
 from bake.fetch.retry import RetryPolicy
 from bake.fetch.session import Session
-from bake.fetch.sources import Source, hf_token, origin_of
+from bake.fetch.sources import HUB_REFUSALS, Source, hf_endpoint, hf_token, origin_of
 from bake.fetch.transport import HttpClient
+from bake.hashes import GIT_SHA1_HEX, HUB_ETAG_HEX, SHA256_HEX
 from bake.hubtable import check_relpath
 from bake.units import MIB
 
@@ -49,8 +49,6 @@ MAX_PAGES = 2_000
 MAX_PAGE_BYTES = 16 * MIB
 MAX_LISTING_BYTES = 128 * MIB
 DEFAULT_ENDPOINT = "https://huggingface.co"
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _NEXT = re.compile(r'<([^>]*)>\s*;\s*rel="?next"?', re.IGNORECASE)
 
 
@@ -66,7 +64,7 @@ class Listed:
 
 def endpoint() -> str:
     """HF_ENDPOINT without its trailing slash, else the Hub."""
-    return os.environ.get("HF_ENDPOINT", "").rstrip("/") or DEFAULT_ENDPOINT
+    return hf_endpoint() or DEFAULT_ENDPOINT
 
 
 class _Connections:
@@ -131,19 +129,10 @@ class HubReader:
 
     def _failed(self, what: str, exc: DownloadError) -> FetchError:
         code = getattr(exc, "error_code", None)
-        status = getattr(exc, "status", None)
-        if code == "RevisionNotFound":
-            return FetchError(f"{what}: the Hub does not know that commit; was it force-pushed away?")
-        if code == "EntryNotFound":
-            return FetchError(
-                f"{what}: the Hub has no such file at that commit (404); the repository changed"
-            )
-        if code in ("RepoNotFound", "GatedRepo") or status in (401, 403):
-            return FetchError(
-                f"{what}: the Hub refused the repository (not found, private or gated); "
-                "set HF_TOKEN or HF_TOKEN_FILE to a token that may read it"
-            )
-        return FetchError(f"{what}: {exc}")
+        refusal = HUB_REFUSALS.get("RepoNotFound" if code == "GatedRepo" else code)
+        if refusal is None and getattr(exc, "status", None) in (401, 403):
+            refusal = HUB_REFUSALS["RepoNotFound"]
+        return FetchError(f"{what}: {refusal or exc}")
 
     # -- requests ----------------------------------------------------------------
 
@@ -203,7 +192,7 @@ class HubReader:
         what = f"{self.label}@{revision or 'main'}"
         doc, _, _ = self.with_retries(what, lambda: self._json(url, MAX_PAGE_BYTES))
         sha = doc.get("sha") if isinstance(doc, dict) else None
-        if not isinstance(sha, str) or not _HEX40.match(sha):
+        if not isinstance(sha, str) or not GIT_SHA1_HEX.match(sha):
             raise self.refused("commit", sha, "a commit id of 40 hex characters", f"@{revision or 'main'}")
         return sha
 
@@ -277,7 +266,7 @@ class HubReader:
             client.close()
             raise self.refused("Content-Encoding", encoding, "identity: the file as stored", where)
         etag = (resp.getheader("X-Linked-Etag") or resp.getheader("ETag") or "").removeprefix("W/").strip('"')
-        if etag and not (_HEX40.match(etag) or _HEX64.match(etag)):
+        if etag and not HUB_ETAG_HEX.match(etag):
             client.close()
             raise self.refused("ETag", etag, "a blob id or sha256 (40 or 64 hex characters)", where)
         while True:
@@ -307,12 +296,12 @@ def checked_entry(reader: HubReader, raw: object, commit: str) -> Listed | None:
     size, blob, lfs = raw.get("size"), raw.get("oid"), raw.get("lfs")
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
         raise reader.refused("size", size, "a non-negative integer", where)
-    if not isinstance(blob, str) or not _HEX40.match(blob):
+    if not isinstance(blob, str) or not GIT_SHA1_HEX.match(blob):
         raise reader.refused("blob id (oid)", blob, "a git blob id of 40 hex characters", where)
     if lfs is None:
         return Listed(path, size, blob, None)
     sha = lfs.get("oid") if isinstance(lfs, dict) else None
-    if not isinstance(sha, str) or not _HEX64.match(sha):
+    if not isinstance(sha, str) or not SHA256_HEX.match(sha):
         raise reader.refused("LFS sha256 (lfs.oid)", sha, "64 hex characters", where)
     if lfs.get("size") != size:
         raise reader.refused("LFS size", lfs.get("size"), f"the file's size, {size}", where)
