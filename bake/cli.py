@@ -20,8 +20,8 @@ from bake import __version__, index, manifest, seal, verify
 from bake.errors import BakeError, FetchError, UsageError
 from bake.fetch import FetchOptions
 from bake.fetch.clock import DEADLINE_RULE
-from bake.fetch.options import shown_size
 from bake.text import escape
+from bake.units import GIB, KIB, MIB, TIB, shown_size
 
 log = logging.getLogger("bake")
 
@@ -51,7 +51,7 @@ def _positive_float(text: str) -> float:
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
-_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE_UNITS = {"": 1, "k": KIB, "m": MIB, "g": GIB, "t": TIB}
 
 
 def _bytes(text: str) -> int:

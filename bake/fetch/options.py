@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bake.errors import FetchError
+from bake.units import GIB
 
 # Four connections per asset. A single stream is what a per-connection
 # throttle (the ~2 MiB/s mirror in the brief) caps, so more connections buy
@@ -14,7 +15,6 @@ from bake.errors import FetchError
 # --connections for a mirror you run yourself.
 DEFAULT_CONNECTIONS = 4
 
-GIB = 1 << 30
 # A download of unknown size (no ``size`` in the manifest: `bake add`, the production checkpoint)
 # stops at DEFAULT_MAX_SIZE, and before its filesystem's free space falls below DEFAULT_MIN_FREE.
 # 16 GiB is far above any single file the consumers fetch (the checkpoint is 925 MiB), yet it
@@ -22,14 +22,6 @@ GIB = 1 << 30
 # build itself. Both are options (--max-size, --min-free); a file with a size is bounded by it.
 DEFAULT_MAX_SIZE = 16 * GIB
 DEFAULT_MIN_FREE = 1 * GIB
-
-
-def shown_size(n: int) -> str:
-    """``n`` bytes as a reader wants them: ``64 MiB``, ``16 GiB``, else the exact count."""
-    for unit, name in ((GIB, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if n >= unit and n % unit == 0:
-            return f"{n // unit} {name}"
-    return f"{n} bytes"
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,8 @@ from bake import atomic
 from bake.cache import Cache, PartialState
 from bake.errors import ChecksumMismatch
 from bake.fetch.failures import NO_SPACE_ADVICE, Changed, DiskBound
-from bake.fetch.options import shown_size
 from bake.fetch.segments import Claim, Ranges
-from bake.units import MIB
+from bake.units import MIB, shown_size
 
 log = logging.getLogger(__name__)
 
