@@ -1,29 +1,22 @@
 """Small Python programs run inside the image, as jobs, to see what a consumer would see.
 
-Each reads a JSON argument and prints one JSON report. They use the image's own python3 and
-its standard library only, since bake itself needs nothing more.
+Each reads a JSON argument and prints one JSON report. They use the image's own python3, its
+standard library, and (LOCATIONS) the image's own bake, which needs nothing more.
 """
 
 from __future__ import annotations
 
 # Resolves every location of bake.serve in the job's environment (after the entrypoint ran)
-# with the image's own bake (bake.locations, the one resolver), and reports, per location,
-# each served file and link.
+# with the image's own bake (bake.locations, the one resolver; bake.hashes), and reports, per
+# location, each served file and link.
 LOCATIONS = r"""
-import hashlib, json, os, sys
+import json, os, sys
 
 cfg = json.loads(sys.argv[1])
 root = cfg["root"]
 sys.path.insert(0, cfg["lib"])
+from bake.hashes import sha256_file
 from bake.locations import Location
-
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def check_file(directory, item):
@@ -36,7 +29,7 @@ def check_file(directory, item):
     size = os.path.getsize(path)
     if size != item["size"]:
         return f"{size} bytes, expected {item['size']}"
-    if os.path.realpath(path) != os.path.realpath(baked) and sha256(path) != sha256(baked):
+    if os.path.realpath(path) != os.path.realpath(baked) and sha256_file(path) != sha256_file(baked):
         return "different bytes from the baked file"
     return None
 
