@@ -788,21 +788,30 @@ _empty() { # $1 directory, $2 state: succeed when it holds nothing but bake's ow
 # --- the copied view: verified copies into node storage, one job at a time
 
 _kind_of() { # $1 path: sets _why to what is there, as a message names it (a lstat, never a follow)
-	if [ -L "$1" ]; then
-		_why="a symbolic link"
-	elif [ -d "$1" ]; then
-		_why="a directory"
-	elif [ -f "$1" ]; then
-		_why="a regular file"
-	elif [ -p "$1" ]; then
-		_why="a FIFO"
-	elif [ -b "$1" ] || [ -c "$1" ]; then
-		_why="a device"
-	elif [ -e "$1" ]; then
-		_why="a socket"
-	else
-		_why="nothing"
-	fi
+	local looks=0
+	# Each test is a stat of its own: a job beside this one may make the name between two of them.
+	while [ "$looks" -lt 3 ]; do
+		looks=$((looks + 1))
+		if [ -L "$1" ]; then
+			_why="a symbolic link"
+		elif [ -d "$1" ]; then
+			_why="a directory"
+		elif [ -f "$1" ]; then
+			_why="a regular file"
+		elif [ -p "$1" ]; then
+			_why="a FIFO"
+		elif [ -b "$1" ] || [ -c "$1" ]; then
+			_why="a device"
+		elif [ -S "$1" ]; then
+			_why="a socket"
+		elif [ -e "$1" ]; then
+			continue # made or replaced during the tests above: look again
+		else
+			_why="nothing"
+		fi
+		return 0
+	done
+	_why="something that kept changing while it was looked at"
 }
 
 _special() { # $1 path: succeed, setting _why, when something other than a real directory or nothing is there
