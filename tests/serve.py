@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hub_server import git_blob_id
 from tests.runners import bake
 
 # --- a box to run the entrypoint in --------------------------------------------------------
@@ -115,11 +116,6 @@ def sealed(
     return make
 
 
-def git_blob(data: bytes) -> str:
-    """The git blob id the Hub gives a file that is not stored with LFS."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
 def sealed_hub(repo: str, commit: str, files: dict[str, bytes], *, whole: bool = True) -> AssetMaker:
     """An asset root holding one Hub repository pinned at ``commit``, sealed by `bake seal`.
 
@@ -145,7 +141,7 @@ def _seal_hub_template(repo: str, commit: str, files: dict[str, bytes], whole: b
     atexit.register(_remove, work)
     records = [
         f'  {{path = "{p}", size = {len(d)}, sha256 = "{hashlib.sha256(d).hexdigest()}", '
-        f'blob = "{git_blob(d)}"}},'
+        f'blob = "{git_blob_id(d)}"}},'
         for p, d in sorted(files.items())
     ]
     include = "" if whole else 'include = ["*"]\n'
@@ -154,7 +150,7 @@ def _seal_hub_template(repo: str, commit: str, files: dict[str, bytes], whole: b
     dest = work / "assets"
     folder = "models--" + repo.replace("/", "--")
     for data in files.values():
-        blob = dest / "hub" / folder / "blobs" / git_blob(data)
+        blob = dest / "hub" / folder / "blobs" / git_blob_id(data)
         blob.parent.mkdir(parents=True, exist_ok=True)
         blob.write_bytes(data)
     write_index(dest, load_manifest(work / "assets.toml"))

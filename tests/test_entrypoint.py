@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hub_server import git_blob_id
 from tests.serve import (
     SCRIPT,
     SETPRIV,
@@ -31,7 +32,6 @@ from tests.serve import (
     Box,
     Shell,
     content,
-    git_blob,
     job_env,
     new_box,
     ready_lines,
@@ -1010,7 +1010,7 @@ HUB_BLOBS = {
 
 
 def hub_blob(name: str) -> str:
-    return git_blob(HUB_BLOBS[name])
+    return git_blob_id(HUB_BLOBS[name])
 
 
 @pytest.fixture(params=["whole", "narrowed"])
@@ -1110,7 +1110,7 @@ def test_hub_cache_served_offline(hub_box: Box, case: str) -> None:
             assert re.fullmatch(r"hub/\.locks/\.bake(/lock|/served\.[0-9a-f]{64}\.copied)?", rel), rel
         elif entry[0] == "file":
             assert rel.startswith(f"hub/{HUB_REPO}/"), rel
-    blobs = [cache / HUB_REPO / "blobs" / git_blob(data) for data in HUB_BLOBS.values()]
+    blobs = [cache / HUB_REPO / "blobs" / git_blob_id(data) for data in HUB_BLOBS.values()]
     assert all(not blob.is_symlink() and blob.is_file() for blob in blobs)
     assert (cache / ".locks" / ".bake" / "lock").is_file()
     # A second job on the node finds everything there and changes nothing but bake's stamp.

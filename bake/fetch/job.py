@@ -71,9 +71,7 @@ class AssetJob:
         # Only a size the manifest vouches for bounds a download; without one, the options do.
         bounds = None if asset.size is not None else DiskBounds(self.options.max_size, self.options.min_free)
         self.partial = PartialFile(cache, asset.sha256, asset.name, bounds)
-        self.proofs = other_files(
-            asset, self.options
-        )  # a Hub blob's further paths, each proven at its source
+        self.proofs = other_files(asset, self.options)  # a Hub blob's other paths, each proven at its source
         self.since: float | None = None  # when its clock starts, if not when it begins: see fetch_assets
         self.lock = threading.Lock()  # guards requests, counted from several connections
         self.requests = 0  # HTTP requests and file opens made for this asset

@@ -31,6 +31,7 @@ import pytest
 from bake import index, servefile
 from bake.consumers import serve_records
 from bake.seal import alias_links
+from tests.hub_server import git_blob_id
 from tests.image import ASSET_ROOT, MANIFEST, S3_ASSET, S3_NAME, tree_snapshot
 from tests.serve import TOOLS, content, require, sealed_hub
 
@@ -39,7 +40,7 @@ pytestmark = pytest.mark.docker
 HUB_COMMIT = hashlib.sha1(b"planted").hexdigest()
 HUB_FILES = {"config.json": b'{"model_type": "tiny"}\n', "weights.bin": content("planted weights", 4096)}
 HUB_REPO = "models--org--tiny"
-HUB_BLOB = hashlib.sha1(b"blob %d\0" % len(HUB_FILES["weights.bin"]) + HUB_FILES["weights.bin"]).hexdigest()
+HUB_BLOB = git_blob_id(HUB_FILES["weights.bin"])
 S3_LOC = "xdg/s3tokenizer"  # ${XDG_CACHE_HOME}/s3tokenizer with XDG_CACHE_HOME=/job/xdg
 # The name of the stamp that proves the image's s3tokenizer files served (its set's DIGEST).
 S3_DIGEST = next(
