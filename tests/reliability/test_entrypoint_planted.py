@@ -1,5 +1,5 @@
-"""Hostile node storage, as root in a container, under dash and busybox sh: a link, a FIFO, a device
-or a same-size impostor planted where bake makes its lock, partials and directories, or at a baked
+"""Hostile node storage, as root in a container, under dash and busybox sh: a link, a FIFO, a device,
+a socket or a same-size impostor planted where bake makes its lock, partials and directories, or at a baked
 name (issue 20, "node storage is never followed through a link, and never blocks").
 
 Each case plants one thing in a bind-mounted node directory (node storage: another filesystem than
@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import socket
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -66,6 +67,7 @@ class Case:
     where: str  # "s3" (the image's assets) or "hub" (a sealed Hub repository)
     plant: Callable[[Path], None]  # lays the hostile thing out in the node directory (mounted at /job)
     verify: bool = False
+    named: str = ""  # what the warning must call the planted thing, where a case checks it
 
 
 def link(rel: str, target: str) -> Callable[[Path], None]:
@@ -88,6 +90,20 @@ def device(rel: str) -> Callable[[Path], None]:
     def plant(node: Path) -> None:
         (node / rel).parent.mkdir(parents=True, exist_ok=True)
         os.mknod(node / rel, 0o600 | 0o020000, os.makedev(1, 3))  # a character device: /dev/null's
+
+    return plant
+
+
+def unix_socket(rel: str) -> Callable[[Path], None]:
+    def plant(node: Path) -> None:
+        (node / rel).parent.mkdir(parents=True, exist_ok=True)
+        here = os.getcwd()
+        os.chdir((node / rel).parent)  # bound by its name: a socket's path may hold 107 bytes at most
+        try:
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.bind((node / rel).name)  # the socket file stays after the close
+        finally:
+            os.chdir(here)
 
     return plant
 
@@ -117,6 +133,8 @@ CASES = {
     "lock links to a victim file": Case("s3", link(f"{S3_LOC}/.bake/lock", "/victim/file")),
     "lock is a FIFO": Case("s3", fifo(f"{S3_LOC}/.bake/lock")),
     "lock is a device": Case("s3", device(f"{S3_LOC}/.bake/lock")),
+    "lock is a socket": Case("s3", unix_socket(f"{S3_LOC}/.bake/lock"), named="is a socket"),
+    "state dir is a socket": Case("s3", unix_socket(f"{S3_LOC}/.bake"), named="is a socket"),
     "a stale partial links to a victim": Case(
         "s3", both(fifo(f"{S3_LOC}/.bake/lock.x"), link(f"{S3_LOC}/.bake/partial.AbC123", "/victim/dir"))
     ),
@@ -230,6 +248,7 @@ def test_a_planted_thing_is_never_followed_or_opened_and_never_served(
     assert lines[-1] == "done" and not [line for line in lines if line.startswith("new: ")], proc.stdout
     served = "hub-served" if case.where == "hub" else "s3-served"
     assert served in lines, f"the job did not read the baked bytes: {proc.stderr}"
+    assert case.named in proc.stderr, proc.stderr
     assert (node / "someone else's.bin").read_bytes() == b"node data"
 
 
