@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from bench.common import Profile, log
+from tests.hub_server import git_blob_id
 
 CONSUMER = "bench"
 PER_DIR = 1000
@@ -79,7 +80,7 @@ def hub_manifest(work: Path, count: int) -> tuple[Path, dict[str, bytes]]:
     records, blobs = [], {}
     for i in range(count):
         data = f"hub file {i}\n".encode()
-        blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        blob = git_blob_id(data)
         sha = hashlib.sha256(data).hexdigest()
         path = f"data/part{i // PER_DIR:02d}/f{i:05d}.txt"
         records.append(f'  {{path = "{path}", size = {len(data)}, sha256 = "{sha}", blob = "{blob}"}},')
