@@ -64,6 +64,8 @@ _tab='	'
 _SERVED=0 _CANNOT_MAKE=1 _KEEP=2 _MOVE=3 _NOT_A_DIR=4
 # Local-disk speed for the wait bound: a copy, read, hashed and written once.
 _DISK_BYTES_PER_S=33554432 _WAIT_MARGIN_S=10
+# Without locks: a copier's lock directory whose time stood still this long is a dead job's.
+_STALE_S=30
 
 # The per-file half of bake.serve (SERVE_FORMAT.md): the `file` and `link` records of one
 # consumer, checked as a reader must, against `stat` lines on stdin. -v c=CONSUMER
@@ -509,18 +511,29 @@ _was_job_local() { # $1 directory: succeed when an entrypoint made it job-local:
 	case $name in */* | *[!A-Za-z0-9_.-]*) return 1 ;; esac # a job-local directory itself, by its own name
 }
 
-_is_job_local() { # $1 path: succeed when it is in a job-local directory of this job
-	local name
+_is_job_local() { # $1 path: succeed when it is in a job-local directory of this job, through no link
+	local name part entry IFS
 	case $1 in "$_jobtmp"/bake-*) ;; *) return 1 ;; esac
 	name=${1#"$_jobtmp"/}
 	# Their names (bake-VAR.SUFFIX) hold no newline, whatever TMPDIR holds.
-	case $_nl$_jobnames in *"$_nl${name%%/*}$_nl"*) return 0 ;; esac
-	return 1
+	case $_nl$_jobnames in *"$_nl${name%%/*}$_nl"*) ;; *) return 1 ;; esac
+	# A view of a re-pointed variable links the entries of the directory it named: a path
+	# through one of those links is that directory's, never job-local.
+	part=$_jobtmp/${name%%/*}
+	[ "$name" != "${name#*/}" ] || return 0
+	IFS=/
+	for entry in ${name#*/}; do
+		part=$part/$entry
+		[ ! -L "$part" ] || return 1
+	done
 }
 
 _job_dir() { # $1 variable: sets _made to a fresh private directory for it under ${TMPDIR:-/tmp}
 	local tmp="${TMPDIR:-/tmp}"
 	case $tmp in /*) ;; *) tmp=$PWD/$tmp ;; esac
+	# A runner may make its TMPDIR only after this runs (vLLM's docker path does, in its preflight):
+	# made here as the job's own `mkdir -p` would make it, with the same umask and owner.
+	[ -d "$tmp" ] || mkdir -p -- "$tmp" 2>/dev/null || :
 	_jobcount=$((_jobcount + 1))
 	# A new entry: mkdir never follows a link at the name it makes, and a name someone took (this
 	# pid's, in another container sharing TMPDIR) falls back to mktemp.
@@ -873,13 +886,23 @@ _open_lock() { # $1 lock file: open it on fd 9, as a new file or a regular one, 
 	fi
 }
 
-_take_lock() { # $1 directory, $2 consumer: hold its lock on fd 9 as the copier (_copier=1) or after a wait
-	local state bytes bound started
+_take_lock() { # $1 directory, $2 consumer: hold its lock on fd 9 as the copier (_copier=1) or after a wait; sets _lockless where locks fail
+	local state bytes bound started failed
 	_set_of "$2"
 	state=$_state bytes=$_bytes
 	_open_lock "$1/$state/lock" || return 1
-	if flock -n 9 2>/dev/null; then
+	if ! command -v flock >/dev/null 2>&1; then
+		_lockless="no flock on PATH"
+		return 0
+	fi
+	# A lock held elsewhere fails in silence (util-linux and busybox alike); a lock call that
+	# fails (ENOLCK on NFS without lockd, EOPNOTSUPP) says why on stderr.
+	if failed=$(flock -n 9 2>&1); then
 		_copier=1
+		return 0
+	fi
+	if [ -n "$failed" ]; then
+		_lockless="flock -n on $1/$state/lock failed: ${failed##*: }"
 		return 0
 	fi
 	bound=$((_WAIT_MARGIN_S + bytes / _DISK_BYTES_PER_S))
@@ -895,16 +918,85 @@ _take_lock() { # $1 directory, $2 consumer: hold its lock on fd 9 as the copier 
 		_notes="$_notes; waited $(((_now_ms - started) / 1000)) s for another job's copy into $1"
 }
 
-_copy_in() { # $1 directory, $2 consumer: as the copier, copy the missing files in; sets _reason if it could not
-	local dir="$1" state root staging out
+_seed_lockless() { # $1 directory, $2 consumer: copy in under an exclusive mkdir, or wait for the job that holds it
+	local lock looks=0 seen='' now since=''
 	_set_of "$2"
-	state=$_state root=$_root
-	set +f
-	rm -rf -- "$dir/$state"/partial.* 2>/dev/null || : # a dead copier's: only the lock holder makes them
-	set -f
-	staging=$(mktemp -d "$dir/$state/partial.XXXXXX" 2>/dev/null) || staging=''
+	lock=$1/$_state/copying
+	_notes="$_notes; $1: $_lockless, so an exclusive mkdir of ${lock##*/} stands in for the lock"
+	while :; do
+		if [ "$looks" -gt 0 ] && _prove "$1" "$2" copied; then
+			_notes="$_notes; waited for another job's copy into $1"
+			return 0
+		fi
+		# mkdir is atomic on NFS too: one job makes it, and copies; the others wait for its copies.
+		if mkdir -- "$lock" 2>/dev/null; then
+			_copier=1
+			_heartbeat "$lock"
+			_copy_in "$1" "$2" "$lock" || :
+			kill "$_beat" 2>/dev/null || :
+			wait "$_beat" 2>/dev/null || :
+			rm -rf -- "$lock" 2>/dev/null || :
+			[ -z "$_reason" ]
+			return
+		fi
+		_kind_of "$lock"
+		case $_why in
+		"a directory") ;;
+		nothing) continue ;; # the copier just finished, or was reclaimed: prove, or copy what is missing
+		*) _in_the_way "the lock $lock" || return 1 ;;
+		esac
+		# A live copier refreshes its lock's time every 2 s. One that stood still for the whole of
+		# _STALE_S, as this job watched it (no clock is compared across machines), is a dead
+		# job's: moved aside whole, with its partial, by the waiter that sees it first.
+		now=$(stat -c %y -- "$lock" 2>/dev/null) || continue
+		_clock_ms
+		if [ "$now" != "$seen" ]; then
+			seen=$now since=${_now_ms:-0} looks=$((looks + 1))
+		elif [ $((${_now_ms:-$((since + looks * 200))} - since)) -ge $((_STALE_S * 1000)) ]; then
+			_reclaim "$lock"
+			seen=''
+			continue
+		fi
+		looks=$((looks + 1))
+		sleep 0.2 2>/dev/null || sleep 1
+	done
+}
+
+_heartbeat() { # $1 lock directory: sets _beat to a process that refreshes its time every 2 s while it is there
+	(
+		# The nap runs in the background, so that TERM ends this at once, not after the nap.
+		trap 'kill "${nap:-}" 2>/dev/null; exit 0' TERM
+		while :; do
+			sleep 2 &
+			nap=$!
+			wait "$nap" || :
+			[ -d "$1" ] && [ ! -L "$1" ] || exit 0
+			touch -c -h -- "$1" 2>/dev/null || exit 0
+		done
+	) &
+	_beat=$!
+}
+
+_reclaim() { # $1 a dead copier's lock directory: move it aside (one waiter wins the rename), then remove it
+	local aside
+	aside=$(mktemp -u "${1%/*}/stale.XXXXXX" 2>/dev/null) || return 0
+	mv -T -- "$1" "$aside" 2>/dev/null || return 0
+	rm -rf -- "$aside" 2>/dev/null || :
+	_notes="$_notes; removed a dead job's unfinished copy in ${1%/*}"
+}
+
+_copy_in() { # $1 directory, $2 consumer, $3 the lock directory without locks: as the copier, copy the missing files in; sets _reason if not
+	local dir="$1" state root staging out parent
+	_set_of "$2"
+	state=$_state root=$_root parent=${3:-$dir/$_state}
+	if [ -z "${3:-}" ]; then
+		set +f
+		rm -rf -- "$dir/$state"/partial.* 2>/dev/null || : # a dead copier's: only the flock holder makes them
+		set -f
+	fi
+	staging=$(mktemp -d "$parent/partial.XXXXXX" 2>/dev/null) || staging=''
 	if [ -z "$staging" ]; then
-		_reason="node storage that cannot be written (no partial directory in $dir/$state)"
+		_reason="node storage that cannot be written (no partial directory in $parent)"
 		return 1
 	fi
 	_copies=0 _copy_bytes=0
@@ -954,13 +1046,17 @@ _first_failure() { # $1 staging directory: name the first copy sha256sum -c fail
 
 _seed() { # $1 directory, $2 consumer: take the lock, then copy (the copier) or prove (a waiter); sets _reason if not
 	local tool
-	for tool in awk flock xargs; do
+	for tool in awk xargs; do
 		command -v "$tool" >/dev/null 2>&1 && continue
 		_reason="node storage, left as is: no $tool on PATH to copy into it safely"
 		return 1
 	done
 	_node_dirs "$1" "$2" || return 1
 	_take_lock "$1" "$2" || return 1
+	if [ -n "$_lockless" ]; then
+		_seed_lockless "$1" "$2"
+		return
+	fi
 	# A waiter proves what the copier left; a copier that died left its lock to the kernel.
 	if [ -z "$_copier" ] && ! _prove "$1" "$2" copied; then
 		flock -u 9 2>/dev/null || :
@@ -975,7 +1071,7 @@ _seed() { # $1 directory, $2 consumer: take the lock, then copy (the copier) or 
 
 _copied() { # $1 directory, $2 consumer: serve the copied view there; returns a status
 	local dir="$1" failed=''
-	_copier=''
+	_copier='' _lockless=''
 	[ -z "$_seed" ] || _stamp_begin "$dir" "$2"
 	if ! _prove "$dir" "$2" copied; then
 		if [ -z "$_seed" ]; then
@@ -1154,6 +1250,24 @@ _serve_export() { # $1 variable, $2 its directory or empty, $3 _serve_at's statu
 		"make ${TMPDIR:-/tmp} writable, or point $var at a writable directory"
 }
 
+_keep_view() { # $1 variable, $2 the directory it names, $3 SUB: sets _made to a job-local view of it, SUB left to serve
+	local made from rest first
+	_job_dir "$1" || return 1
+	made=$_made from=$2 rest=$3
+	# Every entry the variable's directory holds stays in view through a link (a shared model
+	# cache stays whole); only the path down to SUB is made of real directories, for bake to serve.
+	while :; do
+		first=${rest%%/*}
+		if [ -d "$from" ]; then
+			find "$from/" -mindepth 1 -maxdepth 1 -exec sh -c 'ln -s -- "$@" "$0/" 2>/dev/null; :' "$made" '{}' + 2>/dev/null || :
+			rm -f -- "$made/$first" 2>/dev/null || :
+		fi
+		mkdir -- "$made/$first" 2>/dev/null || return 1
+		[ "$rest" != "$first" ] || return 0
+		made=$made/$first from=$from/$first rest=${rest#*/}
+	done
+}
+
 _serve_under() { # $1 loc ID, $2 its variable, $3 its SUB, $4 its directory or empty, $5 _serve_at's status: warn, or go job-local
 	local var="$2" where fix
 	if [ -z "$4" ]; then
@@ -1164,7 +1278,7 @@ _serve_under() { # $1 loc ID, $2 its variable, $3 its SUB, $4 its directory or e
 	fi
 	case $5 in
 	"$_CANNOT_MAKE" | "$_MOVE")
-		if ! _is_job_local "$4" && _job_dir "$var"; then
+		if ! _is_job_local "$4" && _keep_view "$var" "${4%/"$3"}" "$3"; then
 			_hostile_warning "$where"
 			_export "$var" "$_made"
 			if [ "$5" -eq "$_CANNOT_MAKE" ]; then
@@ -1363,7 +1477,7 @@ _serve_all() { # serve every loc of bake.serve, in its order
 
 _main() {
 	_t0='' _unserved=0 _notes='' _exports='' _jobcount=0 _jobtmp='' _jobnames='' _tally='' _require='' _seed='' _verify='' _report=1
-	_reason='' _missing='' _why='' _hostile='' _copier='' _tmp_stamp='' _copies=0 _copy_bytes=0
+	_reason='' _missing='' _why='' _hostile='' _copier='' _lockless='' _beat='' _tmp_stamp='' _copies=0 _copy_bytes=0
 	if _flag BAKE_QUIET 0; then _quiet=1; else
 		_quiet=
 		_clock_ms start

@@ -1,0 +1,28 @@
+"""A filesystem whose locks fail, as vLLM's shared HF volume on NFS without lockd: nolock.c beside
+this file, built once per session and loaded with LD_PRELOAD, makes flock(2) and fcntl(2) locks
+fail with ENOLCK under one directory, and changes nothing else.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tests.serve import require
+
+SOURCE = Path(__file__).resolve().parent / "nolock.c"
+
+
+def build(out_dir: Path) -> Path:
+    """Compile the shim into ``out_dir``; returns the shared object's path."""
+    out = out_dir / "libnolock.so"
+    subprocess.run(
+        [require("cc"), "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", str(out), str(SOURCE), "-ldl"],
+        check=True, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    return out
+
+
+def environment(shim: Path, under: Path) -> dict[str, str]:
+    """The variables that make every lock under ``under`` fail, for a process and its children."""
+    return {"LD_PRELOAD": str(shim), "BAKE_TEST_NOLOCK_UNDER": str(under)}

@@ -1,0 +1,246 @@
+"""The entrypoint where vLLM's jobs really run, on the host under dash and busybox sh: node storage
+whose locks fail (NFS without lockd, simulated at the lock calls only by tests/nolock), directories a
+runner makes only after bake's line, and a re-pointed variable that keeps what it named in view.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import nolock
+from tests import test_entrypoint as rows
+from tests.serve import Box, job_env, ready_lines, snapshot
+from tests.test_entrypoint import (
+    ASSET_FILES,
+    LOCATIONS,
+    TK_RS,
+    UNDERS,
+    Location,
+    assert_copies,
+    assert_made,
+    consumer_dir,
+    fill_data,
+    names,
+    point_at,
+    seeded_only,
+)
+
+# The same boxes as the contract's rows: the test asset root, under dash and busybox sh.
+shell, box = rows.shell, rows.box
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return nolock.build(tmp_path_factory.mktemp("nolock"))
+
+
+# --- node storage whose locks fail -----------------------------------------------
+
+
+@pytest.mark.parametrize("loc", LOCATIONS, ids=str)
+def test_without_locks_node_storage_is_seeded_and_nothing_is_re_pointed(
+    box: Box, shim: Path, loc: Location
+) -> None:
+    volume = box.root / "volume"
+    data = volume / (loc.sub or "data")
+    fill_data(data, loc, stale=False)
+    before = snapshot(data)
+
+    result = box.run("env", BAKE_REQUIRE=1, **point_at(loc, data), **nolock.environment(shim, volume))
+
+    assert result.returncode == 0, result.stderr
+    env = job_env(result)
+    assert consumer_dir(loc, env, box.root) == data  # the runner's variable, as it set it
+    assert seeded_only(before, snapshot(data), "", loc) == set(names(loc))
+    assert_copies(data, loc)
+    assert not (data / ".bake" / "copying").exists()
+    ready = ready_lines(result.stderr)[0]
+    assert f"flock -n on {data}/.bake/lock failed: No locks available" in ready
+    assert "exclusive mkdir of copying stands in for the lock" in ready
+    assert "job-local" not in result.stderr and "warning" not in result.stderr
+
+
+def test_without_flock_on_path_node_storage_is_seeded_the_same_way(box: Box) -> None:
+    (box.bin / "flock").unlink()
+    data = box.root / "volume" / "data"
+    fill_data(data, TK_RS, stale=False)
+    before = snapshot(data)
+
+    result = box.run("env", BAKE_REQUIRE=1, TIKTOKEN_RS_CACHE_DIR=data)
+
+    assert result.returncode == 0, result.stderr
+    assert Path(job_env(result)["TIKTOKEN_RS_CACHE_DIR"]) == data
+    assert seeded_only(before, snapshot(data), "", TK_RS) == set(names(TK_RS))
+    assert "no flock on PATH, so an exclusive mkdir" in ready_lines(result.stderr)[0]
+
+
+def _copier(data: Path, assets: Path, loc: Location, seconds: float) -> threading.Thread:
+    """Another job holding the lock-less lock: it refreshes the lock's time while it copies for
+    ``seconds``, then puts the files in place and removes its lock, as a live copier does."""
+    lock = data / ".bake" / "copying"
+
+    def work() -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            os.utime(lock)
+            time.sleep(0.5)
+        for name in names(loc):
+            (data / name).write_bytes((assets / loc.prefix / name).read_bytes())
+        lock.rmdir()
+
+    (data / ".bake").mkdir()
+    lock.mkdir()
+    return threading.Thread(target=work)
+
+
+def test_without_locks_a_job_waits_for_a_live_copier(box: Box, shim: Path) -> None:
+    data = box.root / "volume" / "data"
+    fill_data(data, TK_RS, stale=False)
+    copier = _copier(data, box.assets, TK_RS, 2.5)
+    copier.start()
+    try:
+        started = time.monotonic()
+        result = box.run("env", BAKE_REQUIRE=1, TIKTOKEN_RS_CACHE_DIR=data, **nolock.environment(shim, data))
+        took = time.monotonic() - started
+    finally:
+        copier.join()
+    assert result.returncode == 0, result.stderr
+    assert Path(job_env(result)["TIKTOKEN_RS_CACHE_DIR"]) == data
+    assert took >= 2, f"the job did not wait for the copy in progress ({took:.1f} s)"
+    assert f"waited for another job's copy into {data}" in result.stderr
+    assert "copied" not in result.stderr
+
+
+@pytest.mark.timeout(180)
+def test_without_locks_a_dead_copiers_lock_and_partial_are_reclaimed(box: Box, shim: Path) -> None:
+    data = box.root / "volume" / "data"
+    fill_data(data, TK_RS, stale=False)
+    partial = data / ".bake" / "copying" / "partial.dead1"
+    partial.mkdir(parents=True)
+    (partial / "half").write_bytes(b"a killed copier's partial")
+    old = time.time() - 3600
+    os.utime(partial.parent, (old, old))
+
+    started = time.monotonic()
+    result = box.run("env", BAKE_REQUIRE=1, TIKTOKEN_RS_CACHE_DIR=data, **nolock.environment(shim, data))
+    took = time.monotonic() - started
+
+    assert result.returncode == 0, result.stderr
+    assert Path(job_env(result)["TIKTOKEN_RS_CACHE_DIR"]) == data
+    # The rule: a lock whose time stood still for 30 s while this job watched it.
+    assert took >= 30, f"reclaimed after {took:.1f} s, before the lock was 30 s still"
+    assert_copies(data, TK_RS)
+    assert f"removed a dead job's unfinished copy in {data}/.bake" in result.stderr
+    assert sorted(p.name for p in (data / ".bake").iterdir()) == [
+        "lock",
+        f"served.{_digest(box, 'tiktoken')}.copied",
+    ]
+
+
+def _digest(box: Box, consumer: str) -> str:
+    for line in (box.assets / "bake.serve").read_text().splitlines():
+        fields = line.split("\t")
+        if fields[0] == "set" and fields[1] == consumer:
+            return fields[2]
+    raise AssertionError(f"no set record for {consumer}")
+
+
+def test_without_locks_a_link_planted_as_the_lock_directory_is_never_followed(box: Box, shim: Path) -> None:
+    data = box.root / "volume" / "data"
+    fill_data(data, TK_RS, stale=False)
+    elsewhere = box.root / "elsewhere"
+    elsewhere.mkdir()
+    (data / ".bake").mkdir()
+    (data / ".bake" / "copying").symlink_to(elsewhere)
+
+    result = box.run("env", TIKTOKEN_RS_CACHE_DIR=data, **nolock.environment(shim, data))
+
+    assert result.returncode == 0, result.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert f"the lock {data}/.bake/copying is a symbolic link" in result.stderr
+    assert Path(job_env(result)["TIKTOKEN_RS_CACHE_DIR"]).parent == box.tmp
+
+
+# --- a re-pointed variable keeps what it named ---------------------------------
+
+
+@pytest.mark.parametrize("loc", UNDERS, ids=str)
+def test_a_re_pointed_variable_keeps_every_other_entry_in_view(box: Box, loc: Location) -> None:
+    home = box.root / "persistent"  # what the runner's variable names: an HF_HOME, an XDG_CACHE_HOME
+    data = home / loc.sub
+    fill_data(data, loc)
+    first = names(loc)[0]
+    (data / first).write_bytes(b"truncated")  # a baked name holding something else: served job-local
+    (home / "hub").mkdir()
+    (home / "hub" / "models--org--model").mkdir()
+    (home / ".hidden").write_bytes(b"a dot file")
+    (home / "token").write_bytes(b"hf_token")
+
+    result = box.run("env", BAKE_REQUIRE=1, **point_at(loc, data))
+
+    assert result.returncode == 0, result.stderr
+    view = Path(job_env(result)[loc.var])
+    assert view.parent == box.tmp
+    entries = {p.name for p in home.iterdir()}
+    # Beside them, only what bake serves through the same variable: its consumers' SUBs.
+    served_here = {other.sub for other in UNDERS if other.var == loc.var}
+    assert entries <= {p.name for p in view.iterdir()} <= entries | served_here
+    for name in entries - served_here:
+        assert (view / name).is_symlink() and (view / name).samefile(home / name), name
+    assert_made(view / loc.sub, box.assets, loc)
+    assert (view / "hub" / "models--org--model").is_dir()
+
+
+# --- directories a runner makes after bake's line ---------------------------------
+
+
+def _modes(root: Path, top: Path) -> dict[str, tuple[int, int, int]]:
+    """Mode, owner and group of ``top`` and each directory above it, up to ``root``."""
+    out = {}
+    path = top
+    while path != root:
+        st = path.lstat()
+        out[str(path.relative_to(root))] = (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
+        path = path.parent
+    return out
+
+
+def test_a_missing_tmpdir_is_made_as_the_runners_mkdir_p_makes_it(box: Box) -> None:
+    tmpdir = box.root / "job" / "vllm-0123abcd" / "tmp"  # nothing of it exists yet
+    control = box.root / "control" / "vllm-0123abcd" / "tmp"
+
+    result = box.run(
+        "env", BAKE_REQUIRE=1, TMPDIR=tmpdir, TIKTOKEN_RS_CACHE_DIR=None, TIKTOKEN_CACHE_DIR=None
+    )
+    subprocess.run(["sh", "-c", 'umask 022; mkdir -p "$0"', str(control)], check=True)
+
+    assert result.returncode == 0, result.stderr
+    env = job_env(result)
+    for var in ("TIKTOKEN_RS_CACHE_DIR", "TIKTOKEN_CACHE_DIR"):
+        assert Path(env[var]).parent == tmpdir
+        assert_made(Path(env[var]), box.assets, TK_RS)
+    assert _modes(box.root / "job", tmpdir) == _modes(box.root / "control", control)
+
+
+def test_a_missing_parent_of_xdg_cache_home_is_made_as_the_runners_mkdir_p_makes_it(box: Box) -> None:
+    xdg = box.root / "job" / "vllm-buildkite-0123abcd" / "cache" / "xdg"
+    control = box.root / "control" / "vllm-buildkite-0123abcd" / "cache" / "xdg"
+
+    result = box.run("env", BAKE_REQUIRE=1, XDG_CACHE_HOME=xdg)
+    subprocess.run(["sh", "-c", 'umask 022; mkdir -p "$0/s3tokenizer"', str(control)], check=True)
+
+    assert result.returncode == 0, result.stderr
+    assert_made(xdg / "s3tokenizer", box.assets, LOCATIONS[0])
+    assert _modes(box.root / "job", xdg / "s3tokenizer") == _modes(
+        box.root / "control", control / "s3tokenizer"
+    )
+    assert set(ASSET_FILES) >= {f"s3tokenizer/{n}" for n in names(LOCATIONS[0])}
