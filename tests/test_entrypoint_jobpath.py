@@ -6,6 +6,7 @@ runner makes only after bake's line, and a re-pointed variable that keeps what i
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import threading
@@ -16,7 +17,20 @@ import pytest
 
 from tests import nolock
 from tests import test_entrypoint as rows
-from tests.serve import Box, job_env, ready_lines, snapshot
+from tests.image import fail_or_skip
+from tests.serve import (
+    SHELLS,
+    AssetMaker,
+    Box,
+    content,
+    job_env,
+    new_box,
+    ready_lines,
+    require,
+    resolved,
+    sealed,
+    snapshot,
+)
 from tests.test_entrypoint import (
     ASSET_FILES,
     LOCATIONS,
@@ -28,6 +42,7 @@ from tests.test_entrypoint import (
     consumer_dir,
     fill_data,
     names,
+    needs_root,
     point_at,
     seeded_only,
 )
@@ -244,3 +259,96 @@ def test_a_missing_parent_of_xdg_cache_home_is_made_as_the_runners_mkdir_p_makes
         box.root / "control", control / "s3tokenizer"
     )
     assert set(ASSET_FILES) >= {f"s3tokenizer/{n}" for n in names(LOCATIONS[0])}
+
+
+# --- twenty jobs at once on a lock-less volume ---------------------------------
+
+BIG = {"model/weights.bin": content("weights", 64 * 1024 * 1024), "model/config.json": b'{"layers": 2}\n'}
+JOBS = 20
+
+
+@pytest.fixture(scope="module")
+def big_assets() -> AssetMaker:
+    return sealed(BIG, declared={"model": "${MODEL_HOME:-$HOME/.cache}/model"})
+
+
+def _ext4(root: Path, size: int) -> Path:
+    image, target = root / "volume.img", root / "volume"
+    with image.open("wb") as fh:
+        fh.truncate(size)
+    subprocess.run([require("mkfs.ext4"), "-q", str(image)], check=True, capture_output=True)
+    target.mkdir()
+    done = subprocess.run(["mount", "-o", "loop", str(image), str(target)], capture_output=True, text=True)
+    if done.returncode != 0:
+        fail_or_skip(f"cannot mount an ext4 image here: {done.stderr.strip()}")
+    return target
+
+
+def _written_kib(volume: Path) -> int:
+    """The ext4 filesystem's own count of KiB written to it since it was mounted."""
+    device = os.path.basename(os.path.realpath(_source_of(volume)))
+    return int(Path(f"/sys/fs/ext4/{device}/lifetime_write_kbytes").read_text())
+
+
+def _source_of(mountpoint: Path) -> str:
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        source, target, *_ = line.split(" ")
+        if target == str(mountpoint):
+            return source
+    raise AssertionError(f"{mountpoint} is not mounted")
+
+
+@needs_root
+@pytest.mark.timeout(300)
+def test_twenty_jobs_at_once_on_a_lockless_volume_copy_once_and_all_serve_it(
+    big_assets: AssetMaker, shim: Path
+) -> None:
+    dash = resolved(SHELLS[0])
+    made = new_box(dash, big_assets)
+    volume = _ext4(made.root, 512 * 1024 * 1024)
+    try:
+        home = volume / "models"  # a persistent MODEL_HOME that earlier jobs filled
+        (home / "other").mkdir(parents=True)
+        (home / "other" / "kept.bin").write_bytes(b"an earlier job's model")
+        before = _written_kib(volume)
+        env = made.env(MODEL_HOME=home, BAKE_REQUIRE=1, **nolock.environment(shim, volume))
+        # Released together: each job blocks on its stdin until every one of them has started.
+        jobs = [
+            subprocess.Popen(
+                ["sh", "-c", 'read -r _; exec "$@"', "job", *made.argv("env")],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=made.root,
+                text=True,
+            )
+            for _ in range(JOBS)
+        ]
+        for job in jobs:
+            assert job.stdin is not None
+            job.stdin.write("go\n")
+            job.stdin.flush()
+        results = [(job.wait(timeout=240), *job.communicate()) for job in jobs]
+        written = _written_kib(volume) - before
+
+        for code, out, err in results:
+            assert code == 0, err
+            assert f"MODEL_HOME={home}\n" in out  # nothing re-pointed
+            assert "job-local" not in err and "warning" not in err
+        copiers = [err for _, _, err in results if "copied 2 file(s)" in err]
+        assert len(copiers) == 1, f"{len(copiers)} jobs copied"
+        assert "No locks available, so an exclusive mkdir" in copiers[0]
+        assert sum("waited for another job's copy" in err for _, _, err in results) >= 1
+        for name, data in BIG.items():
+            served = home / name
+            assert not served.is_symlink() and served.read_bytes() == data
+        for path in volume.rglob("*"):  # no partial left, no link, nothing corrupt
+            assert not path.is_symlink(), path
+            assert "partial" not in path.name and path.name not in ("copying", "stale"), path
+        assert (home / "other" / "kept.bin").read_bytes() == b"an earlier job's model"
+        # One copy's bytes reached the volume, not twenty: 64 MiB, plus metadata and journal.
+        assert written < 2 * 64 * 1024, f"{written} KiB written"
+    finally:
+        subprocess.run(["umount", "-l", str(volume)], check=False, capture_output=True)
+        shutil.rmtree(made.root, ignore_errors=True)
