@@ -4,7 +4,9 @@
 #
 # Usage: bake-entrypoint COMMAND [ARG...]        set up, then exec COMMAND
 #        bake-entrypoint --print-env             set up, print `export VAR='...'`
-#                                                 lines for eval, run nothing
+#                                                 lines for eval, run nothing; a
+#                                                 runner keeps its exit status:
+#          bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"
 #        bake-entrypoint                         set up, run nothing, exit 0
 #
 # What to serve, and where, is data: $BAKE_ASSETS/bake.serve (default
@@ -233,7 +235,7 @@ _clock_ms() { # $1 start for the process's own start time: sets _now_ms to a mil
 _usage() {
 	# shellcheck disable=SC2016 # the $(...) is text for the reader to run
 	printf '%s\n' 'usage: bake-entrypoint COMMAND [ARG...]' \
-		'       bake-entrypoint --print-env    (runners: eval "$(bake-entrypoint --print-env)")'
+		'       bake-entrypoint --print-env    (runners: bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env")'
 }
 
 _parse_args() { # "$@": sets _mode to run or env; exits for --help and bad usage
@@ -241,7 +243,7 @@ _parse_args() { # "$@": sets _mode to run or env; exits for --help and bad usage
 	case ${1:-} in
 	--print-env)
 		if [ $# -ne 1 ]; then
-			_say "error: --print-env takes no command, saw '$2'; run the command after eval \"\$(bake-entrypoint --print-env)\""
+			_say "error: --print-env takes no command, saw '$2'; run the command after the runner line: bake_env=\$(bake-entrypoint --print-env) || exit; eval \"\$bake_env\""
 			exit 2
 		fi
 		_mode="env"

@@ -17,7 +17,6 @@ import pytest
 
 from tests import nolock
 from tests import test_entrypoint as rows
-from tests.image import fail_or_skip
 from tests.serve import (
     SHELLS,
     AssetMaker,
@@ -26,7 +25,6 @@ from tests.serve import (
     job_env,
     new_box,
     ready_lines,
-    require,
     resolved,
     sealed,
     snapshot,
@@ -272,18 +270,6 @@ def big_assets() -> AssetMaker:
     return sealed(BIG, declared={"model": "${MODEL_HOME:-$HOME/.cache}/model"})
 
 
-def _ext4(root: Path, size: int) -> Path:
-    image, target = root / "volume.img", root / "volume"
-    with image.open("wb") as fh:
-        fh.truncate(size)
-    subprocess.run([require("mkfs.ext4"), "-q", str(image)], check=True, capture_output=True)
-    target.mkdir()
-    done = subprocess.run(["mount", "-o", "loop", str(image), str(target)], capture_output=True, text=True)
-    if done.returncode != 0:
-        fail_or_skip(f"cannot mount an ext4 image here: {done.stderr.strip()}")
-    return target
-
-
 def _written_kib(volume: Path) -> int:
     """The ext4 filesystem's own count of KiB written to it since it was mounted."""
     device = os.path.basename(os.path.realpath(_source_of(volume)))
@@ -305,7 +291,7 @@ def test_twenty_jobs_at_once_on_a_lockless_volume_copy_once_and_all_serve_it(
 ) -> None:
     dash = resolved(SHELLS[0])
     made = new_box(dash, big_assets)
-    volume = _ext4(made.root, 512 * 1024 * 1024)
+    volume = nolock.ext4_volume(made.root, 512 * 1024 * 1024)
     try:
         home = volume / "models"  # a persistent MODEL_HOME that earlier jobs filled
         (home / "other").mkdir(parents=True)

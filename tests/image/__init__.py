@@ -247,6 +247,13 @@ def s3tokenizer(model="speech_tokenizer_v3_25hz"):
     }
 
 
+def hub(repo):
+    from huggingface_hub import snapshot_download
+
+    folder = snapshot_download(repo, local_files_only=True)
+    return {"folder": folder, "entries": entries(folder)}
+
+
 report = {}
 for spec in sys.argv[2:]:  # CLIENT or CLIENT:ARGUMENT (an encoding, a model)
     name, _, argument = spec.partition(":")
@@ -256,7 +263,7 @@ for spec in sys.argv[2:]:  # CLIENT or CLIENT:ARGUMENT (an encoding, a model)
         report[spec] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 report["attempts"] = attempts
 report["torch_imported"] = "torch" in sys.modules
-variables = ("XDG_CACHE_HOME", "TIKTOKEN_RS_CACHE_DIR", "TIKTOKEN_CACHE_DIR", "NLTK_DATA")
+variables = ("XDG_CACHE_HOME", "TIKTOKEN_RS_CACHE_DIR", "TIKTOKEN_CACHE_DIR", "NLTK_DATA", "HF_HOME")
 report["env"] = {k: os.environ.get(k) for k in variables}
 print(json.dumps(report))
 """
