@@ -31,6 +31,8 @@ from tests.serve import (
 )
 from tests.test_entrypoint import (
     ASSET_FILES,
+    HUB_COMMIT,
+    HUB_REPO,
     LOCATIONS,
     TK_RS,
     UNDERS,
@@ -39,14 +41,17 @@ from tests.test_entrypoint import (
     assert_made,
     consumer_dir,
     fill_data,
+    hf_offline,
     names,
     needs_root,
+    other_repo,
     point_at,
     seeded_only,
 )
 
-# The same boxes as the contract's rows: the test asset root, under dash and busybox sh.
-shell, box = rows.shell, rows.box
+# The same boxes as the contract's rows: the test asset root (and a Hub repository's), under dash
+# and busybox sh.
+shell, box, hub_box = rows.shell, rows.box, rows.hub_box
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -338,3 +343,18 @@ def test_twenty_jobs_at_once_on_a_lockless_volume_copy_once_and_all_serve_it(
     finally:
         subprocess.run(["umount", "-l", str(volume)], check=False, capture_output=True)
         shutil.rmtree(made.root, ignore_errors=True)
+
+
+def test_without_locks_a_shared_hub_cache_is_seeded_and_keeps_its_models(hub_box: Box, shim: Path) -> None:
+    hf_home = hub_box.root / "hf home"
+    other_repo(hf_home)
+
+    result = hub_box.run("env", BAKE_REQUIRE=1, HF_HOME=hf_home, **nolock.environment(shim, hf_home))
+
+    job = job_env(result)
+    assert job["HF_HOME"] == str(hf_home) and "HF_HUB_CACHE" not in job  # nothing re-pointed
+    out = hf_offline(hub_box, job)  # huggingface_hub itself, on the lock-less cache
+    assert out[0] == str(hf_home / "hub" / HUB_REPO / "snapshots" / HUB_COMMIT)
+    assert out[-1] == "['org/tiny', 'other/model']"  # the baked repository and what the node held
+    assert not (hf_home / "hub" / ".locks" / ".bake" / "copying").exists()
+    assert "No locks available, so an exclusive mkdir of copying stands in" in ready_lines(result.stderr)[0]
