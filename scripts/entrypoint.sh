@@ -15,8 +15,8 @@
 # per consumer its set, directories and placements) with `read`; the per-file
 # records are read by awk, and only when a location must be proved or copied file
 # by file. Nothing is sourced or eval'd. Per location:
-#   already served: a stamp in bake's own directory there, newer than every
-#   directory of the served tree, proves it with no process started.
+#   already served: a stamp in bake's own directory there, recording every
+#   directory of the served tree as one `stat` still sees it, proves it.
 #   the container's own filesystem (nothing there, an empty directory, a dangling
 #   link, or a directory bake made), a tmpfs, or a job-local directory: the
 #   linked view, links into $BAKE_ASSETS made whole per placement (`cp -rsT`
@@ -41,8 +41,8 @@
 # shell cannot open without following: an existing lock is looked at just before
 # it is opened; a name swapped in between is the one gap left.)
 #
-# Environment: BAKE_ASSETS, BAKE_VERIFY=1 (sha256sum -c first, and a hash of the
-# node copies served; exit 3 on a mismatch), BAKE_REQUIRE=1 (exit 6 if any
+# Environment: BAKE_ASSETS, BAKE_VERIFY=1 (sha256sum -c first, and a hash of
+# what each location serves; exit 3 on a mismatch), BAKE_REQUIRE=1 (exit 6 if any
 # location cannot be served), BAKE_QUIET=1 (no ready line), BAKE_SEED=0 (never
 # copy into node storage). Flags take 1/true/yes/on or 0/false/no/off/empty.
 # Exit codes before the job: 2 bad usage, 3 verification, 6 unservable.
@@ -557,38 +557,53 @@ _state_ok() { # $1 directory, $2 state: succeed when bake's state directory is t
 	done
 }
 
-_stamped() { # $1 directory, $2 consumer: succeed when a stamp proves its files served there, starting no process
-	local dir="$1" stamp root entry view IFS
-	_set_of "$2" && _state_ok "$dir" "$_state" || return 1
-	stamp=$dir/$_state/served.$_digest
-	if [ -f "$stamp.linked" ] && [ ! -L "$stamp.linked" ]; then
-		IFS= read -r root 2>/dev/null <"$stamp.linked" || :
-		[ "${root:-}" = "$_assets" ] || return 1
-		view=linked stamp=$stamp.linked
-	elif [ -f "$stamp.copied" ] && [ ! -L "$stamp.copied" ]; then
-		view=copied stamp=$stamp.copied
-	else
-		return 1
-	fi
-	# A directory gains a newer mtime whenever an entry in it is added, removed or renamed.
+_dir_stats() { # $1 directory, $2 consumer, $3 view: sets _stats to each directory of the view, as `stat` sees it now
+	local dir="$1" view="$3" entry IFS
 	_parts dir "$2"
+	set --
 	IFS=$_nl
 	for entry in $_list; do
 		[ "$view" = copied ] || [ "${entry%%"$_tab"*}" = both ] || continue
-		[ "$stamp" -nt "$dir/${entry#*"$_tab"}" ] || return 1
+		set -- "$@" "$dir/${entry#*"$_tab"}"
 	done
+	# Inode, mtime and ctime to the nanosecond (%y and %z, in GNU and busybox stat alike): an
+	# entry added, removed or renamed moves both times, a tree copied with its times kept has
+	# other inodes, and no clock, stepped back or ahead, can make a changed directory look the same.
+	_stats=$(stat -c '%i %y %z' -- "$@" 2>/dev/null) || _stats=''
 }
 
-_stamp_begin() { # $1 directory, $2 consumer: sets _tmp_stamp to a new file in its state directory, or empty
+_stamped() { # $1 directory, $2 consumer: succeed when its stamp recorded every directory of the view as it is now
+	local dir="$1" stamp view root line recorded=''
+	_set_of "$2" && _state_ok "$dir" "$_state" || return 1
+	stamp=$dir/$_state/served.$_digest
+	if [ -f "$stamp.linked" ] && [ ! -L "$stamp.linked" ]; then
+		view=linked
+	elif [ -f "$stamp.copied" ] && [ ! -L "$stamp.copied" ]; then
+		view=copied
+	else
+		return 1
+	fi
+	{
+		IFS= read -r root || return 1
+		while IFS= read -r line; do recorded=$recorded$line$_nl; done
+	} 2>/dev/null <"$stamp.$view" || return 1
+	[ "$view" = copied ] || [ "$root" = "$_assets" ] || return 1
+	_dir_stats "$dir" "$2" "$view"
+	[ -n "$_stats" ] && [ "$recorded" = "$_stats$_nl" ]
+}
+
+_stamp_begin() { # $1 directory, $2 consumer, $3 view: sets _tmp_stamp to a new stamp in its state directory, or empty
 	_tmp_stamp=''
 	_set_of "$2" && _state_ok "$1" "$_state" || return 0
-	# Made before the proof: whatever changes after it makes a directory newer than the stamp. A
-	# builtin write, created with O_EXCL (noclobber, nothing there), 0644 for every job's user;
-	# mktemp only when the name is taken (this pid's, from another container on the same node).
+	# The directories are recorded before the proof: whatever changes during it makes the stamp
+	# disagree later. A builtin write, created with O_EXCL (noclobber, nothing there), 0644 for
+	# every job's user; mktemp only when the name is taken (this pid's, from another container).
+	_dir_stats "$1" "$2" "$3"
+	[ -n "$_stats" ] || return 0
 	_tmp_stamp=$1/$_state/.served.$$
-	if [ -e "$_tmp_stamp" ] || [ -L "$_tmp_stamp" ] || ! _write_new "$_tmp_stamp" "$_assets"; then
+	if [ -e "$_tmp_stamp" ] || [ -L "$_tmp_stamp" ] || ! _write_new "$_tmp_stamp" "$_assets$_nl$_stats"; then
 		_tmp_stamp=$(mktemp "$1/$_state/.served.XXXXXX" 2>/dev/null) || _tmp_stamp=''
-		[ -z "$_tmp_stamp" ] || { printf '%s\n' "$_assets" 2>/dev/null >"$_tmp_stamp" &&
+		[ -z "$_tmp_stamp" ] || { printf '%s\n' "$_assets" "$_stats" 2>/dev/null >"$_tmp_stamp" &&
 			chmod 0644 -- "$_tmp_stamp"; } || _tmp_stamp=''
 	fi
 }
@@ -605,7 +620,9 @@ _stamp_new() { # $1 directory, $2 consumer, $3 view: stamp a location just made 
 	local stamp
 	_set_of "$2" && _state_ok "$1" "$_state" || return 0
 	stamp=$1/$_state/served.$_digest.$3
-	[ -e "$stamp" ] || [ -L "$stamp" ] || _write_new "$stamp" "$_assets" || :
+	[ ! -e "$stamp" ] && [ ! -L "$stamp" ] || return 0
+	_dir_stats "$1" "$2" "$3"
+	[ -z "$_stats" ] || _write_new "$stamp" "$_assets$_nl$_stats" || :
 }
 
 _stamp_end() { # $1 directory, $2 consumer, $3 view, $4 1 to keep it: put the stamp begun in place, or drop it
@@ -764,7 +781,7 @@ _linked() { # $1 directory, $2 consumer, $3 1 for a fresh job-local one: serve t
 	case $_nl$_list in *"${_nl}tree$_tab"*) [ -n "$3" ] || tree=1 ;; esac
 	if [ -n "$tree" ] && [ -f "$dir/$state/links" ]; then
 		# Made before: proved as it is first, so that a start that changes nothing writes nothing.
-		_stamp_begin "$dir" "$2"
+		_stamp_begin "$dir" "$2" linked
 		if _prove "$dir" "$2" linked || { _place "$dir" "$2" || _prove "$dir" "$2" linked; }; then proven=1; fi
 	else
 		# The marker first: a job starting beside this one, or this job's runner starting again
@@ -776,7 +793,7 @@ _linked() { # $1 directory, $2 consumer, $3 1 for a fresh job-local one: serve t
 			[ -z "$tree" ] || _stamp_new "$dir" "$2" linked
 			return "$_SERVED"
 		fi
-		[ -z "$tree" ] || _stamp_begin "$dir" "$2"
+		[ -z "$tree" ] || _stamp_begin "$dir" "$2" linked
 		! _prove "$dir" "$2" linked || proven=1
 	fi
 	[ -z "$tree" ] || _stamp_end "$dir" "$2" linked "$proven"
@@ -1074,7 +1091,7 @@ _seed() { # $1 directory, $2 consumer: take the lock, then copy (the copier) or 
 _copied() { # $1 directory, $2 consumer: serve the copied view there; returns a status
 	local dir="$1" failed=''
 	_copier='' _lockless=''
-	[ -z "$_seed" ] || _stamp_begin "$dir" "$2"
+	[ -z "$_seed" ] || _stamp_begin "$dir" "$2" copied
 	if ! _prove "$dir" "$2" copied; then
 		if [ -z "$_seed" ]; then
 			_reason="node storage, left as is under BAKE_SEED=0${_missing:+ ($_missing: $_why)}"
@@ -1086,7 +1103,7 @@ _copied() { # $1 directory, $2 consumer: serve the copied view there; returns a 
 			case $_reason in *"cannot be written"* | *"did not match"* | *"no "*" on PATH"*) return "$_KEEP" ;; esac
 			return "$_MOVE"
 		fi
-		_stamp_begin "$dir" "$2"
+		_stamp_begin "$dir" "$2" copied
 		_prove "$dir" "$2" copied || failed=1
 	fi
 	exec 9>&-
@@ -1096,23 +1113,23 @@ _copied() { # $1 directory, $2 consumer: serve the copied view there; returns a 
 		return "$_MOVE"
 	fi
 	_stamp_end "$dir" "$2" copied 1
-	[ -z "$_verify" ] || _verify_copies "$dir" "$2"
+	[ -z "$_verify" ] || _verify_served "$dir" "$2" copied
 	return "$_SERVED"
 }
 
-_verify_copies() { # $1 directory, $2 consumer: BAKE_VERIFY=1: hash the node copies served; exit 3 on a mismatch
+_verify_served() { # $1 directory, $2 consumer, $3 view: BAKE_VERIFY=1: hash what the view serves there; exit 3 on a mismatch
 	local out line file got
-	out=$(_awk "$2" copied sums | (cd -- "$1" && sha256sum -c - 2>&1)) && return 0
+	out=$(_awk "$2" "$3" sums | (cd -- "$1" && sha256sum -c - 2>&1)) && return 0
 	while IFS= read -r line; do
 		case $line in *': FAILED'*) ;; *) continue ;; esac
 		file=${line%%: FAILED*}
 		if got=$(sha256sum <"$1/$file" 2>/dev/null); then got="sha256 ${got%% *}"; else got="no readable file"; fi
-		_say "error: BAKE_VERIFY=1: $1/$file: expected the baked file's sha256 (bake.serve), saw $got; remove that copy from node storage, the next job copies it again; job not started"
+		_say "error: BAKE_VERIFY=1: $1/$file: expected the baked file's sha256 (bake.serve), saw $got; remove it, the next start serves the baked file there again; job not started"
 		exit 3
 	done <<EOF
 $out
 EOF
-	_say "error: BAKE_VERIFY=1: $1: expected every node copy to hash as baked, saw: $out; job not started"
+	_say "error: BAKE_VERIFY=1: $1: expected every file served there to hash as baked, saw: $out; job not started"
 	exit 3
 }
 
@@ -1170,11 +1187,14 @@ _serve_at() { # $1 directory, $2 consumer: serve its files there; returns a stat
 		return
 	fi
 	_where "$1" "$2" || return
-	if [ "$_view" = linked ]; then
-		_linked "$1" "$2" ''
-	else
+	[ "$_view" = linked ] || {
 		_copied "$1" "$2"
-	fi
+		return
+	}
+	_linked "$1" "$2" '' || return
+	# A location bake did not just make may hold, beside its links, a file of the baked size
+	# at a baked name: under BAKE_VERIFY=1 the linked view is hashed as the copied view is.
+	[ -z "$_verify" ] || _verify_served "$1" "$2" linked
 }
 
 _problem() { # $1 location, $2 expected, $3 seen, $4 what to do: one warning (error under BAKE_REQUIRE)

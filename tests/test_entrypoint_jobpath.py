@@ -358,3 +358,84 @@ def test_without_locks_a_shared_hub_cache_is_seeded_and_keeps_its_models(hub_box
     assert out[-1] == "['org/tiny', 'other/model']"  # the baked repository and what the node held
     assert not (hf_home / "hub" / ".locks" / ".bake" / "copying").exists()
     assert "No locks available, so an exclusive mkdir of copying stands in" in ready_lines(result.stderr)[0]
+
+
+# --- the served stamp records what it proved (reliability round 4, finding 1) ---------
+
+
+def _served_on_ext4(box: Box) -> Path:
+    """A vocab location on its own ext4 filesystem (node storage), served once: copies and a stamp."""
+    data = rows.mount(box, "ext4") / "cache" / "tiktoken-rs"
+    fill_data(data, TK_RS, stale=False)
+    first = box.run("env", BAKE_REQUIRE=1, TIKTOKEN_RS_CACHE_DIR=data)
+    assert first.returncode == 0, first.stderr
+    assert_copies(data, TK_RS)
+    assert list((data / ".bake").glob("served.*.copied"))
+    return data
+
+
+@needs_root
+def test_a_stamp_from_the_future_proves_nothing(box: Box) -> None:
+    data = _served_on_ext4(box)
+    future = time.time() + 86400  # the clock stepped back a day after the stamp was written
+    for stamp in (data / ".bake").glob("served.*"):
+        os.utime(stamp, (future, future))
+    removed = names(TK_RS)[0]
+    (data / removed).unlink()
+
+    again = box.run("env", BAKE_REQUIRE=1, TIKTOKEN_RS_CACHE_DIR=data)
+
+    assert again.returncode == 0, again.stderr
+    assert_copies(data, TK_RS)  # proved missing, and copied again: never claimed served
+    assert "copied 1 file(s)" in again.stderr
+
+
+@needs_root
+def test_a_cache_copied_with_its_times_kept_is_proved_again(box: Box) -> None:
+    data = _served_on_ext4(box)
+    copy = data.parent / "copied"
+    subprocess.run(["cp", "-a", str(data), str(copy)], check=True)
+    removed = names(TK_RS)[0]
+    (copy / removed).unlink()
+    os.utime(copy, ns=(data.stat().st_atime_ns, data.stat().st_mtime_ns))  # as rsync -a leaves it
+
+    again = box.run("env", BAKE_REQUIRE=1, TIKTOKEN_RS_CACHE_DIR=copy)
+
+    assert again.returncode == 0, again.stderr
+    assert_copies(copy, TK_RS)
+    assert "copied 1 file(s)" in again.stderr
+
+
+@needs_root
+def test_the_second_start_is_proved_by_the_stamp_alone(box: Box) -> None:
+    data = _served_on_ext4(box)
+    (box.bin / "awk").unlink()  # a start that had to prove file by file would need awk
+
+    second = box.run("env", BAKE_REQUIRE=1, TIKTOKEN_RS_CACHE_DIR=data)
+
+    assert second.returncode == 0, second.stderr
+    assert Path(job_env(second)["TIKTOKEN_RS_CACHE_DIR"]) == data
+    assert "no awk" not in second.stderr and "warning" not in second.stderr
+
+
+# --- BAKE_VERIFY=1 hashes the linked view too (finding 8) -------------------------
+
+
+@pytest.mark.parametrize("impostor", ["a same-size file", "a link to a same-size file elsewhere"])
+def test_under_bake_verify_the_linked_view_never_serves_the_wrong_bytes(box: Box, impostor: str) -> None:
+    data = box.root / "cache dir" / "tiktoken-rs"
+    data.mkdir(parents=True)
+    real, wrong = names(TK_RS)[:2]
+    (data / real).symlink_to(box.assets / TK_RS.prefix / real)  # one real link: the linked view
+    same_size = bytes(len(ASSET_FILES[f"{TK_RS.prefix}/{wrong}"]))
+    if impostor == "a same-size file":
+        (data / wrong).write_bytes(same_size)
+    else:
+        (box.root / "elsewhere").write_bytes(same_size)
+        (data / wrong).symlink_to(box.root / "elsewhere")
+
+    result = box.run("env", BAKE_VERIFY=1, TIKTOKEN_RS_CACHE_DIR=data)
+
+    assert result.returncode == 3, result.stderr
+    assert f"BAKE_VERIFY=1: {data}/{wrong}: expected the baked file's sha256" in result.stderr
+    assert result.stderr.count("error:") == 1
