@@ -137,6 +137,11 @@ def _read_lock(image: System, facts: Facts) -> None:
         facts.problem = (
             f"{path}: missing; this image carries no bake asset layer: publish one (`bake publish`), then "
             "add `COPY --link --from=<the pinned assets image> / /` to its Dockerfile (`bake pin`)"
+            + (
+                "; with --bake-local, BAKE_ASSETS names the asset root"
+                if isinstance(image, RunningSystem)
+                else ""
+            )
         )
         return
     try:
