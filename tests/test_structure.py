@@ -67,6 +67,7 @@ LAYERS = {
     "image assertions": [
         "bake.testing",
         "bake.testing.image",
+        "bake.testing.local",
         "bake.testing.layers",
         "bake.testing.probes",
         "bake.testing.serve",

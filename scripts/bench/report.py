@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from bench.common import MIB, SMOKE
+from bench.runner_line import runner_line_row
 
 
 def machine() -> dict:
@@ -170,7 +171,7 @@ def _agent_rows(m: dict) -> list[tuple]:
 def verdicts(m: dict) -> list[dict]:
     """One row per measure the run made: what was seen, the target, and whether it was met."""
     seven, nine = _entrypoint_rows(m)
-    rows = [*_build_rows(m), seven, *_agent_rows(m), nine]
+    rows = [*_build_rows(m), seven, *_agent_rows(m), nine, runner_line_row(m)]
     return [{"measure": a, "result": b, "target": c, "met": d} for a, b, c, d in rows]
 
 
