@@ -13,6 +13,7 @@ the test's own oracle.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import socket
@@ -20,7 +21,11 @@ import stat
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
+import uuid
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -32,6 +37,9 @@ from bake.assets_image import check_repo
 from bake.errors import UsageError
 from bake.pin import pin_files
 from tests.baked import write_manifest
+from tests.loopback import LoopbackServer
+from tests.registries import REGISTRY, push_manifest
+from tests.runners import bake
 
 REPO = "registry.example:5000/vllm-ci/bake-assets"
 OLD = "sha256:" + "0" * 64
@@ -426,3 +434,88 @@ def test_a_location_longer_than_bake_serve_allows_is_a_manifest_error(tmp_path: 
     )
     assert cli.main(["manifest", "check", "--manifest", str(manifest)]) == 2
     assert "consumer 'long'" in capsys.readouterr().err
+
+
+# ---- finding 5: the digest is the hash of the bytes the registry serves -----------------------
+
+
+class LyingRegistry:
+    """A loopback front for the toolchain's registry that names every manifest by a digest it is not.
+
+    Each manifest answer carries ``Docker-Content-Digest: LIE``, and a request for LIE gets the
+    real manifest, so the lie holds up to any client that does not hash what it was served.
+    """
+
+    LIE = "sha256:" + hashlib.sha256(b"not the manifest").hexdigest()
+
+    def __init__(self) -> None:
+        self.truth = ""
+        self.server = LoopbackServer(self._handler())
+        self.host = f"127.0.0.1:{self.server.port}"
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        front = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_HEAD(self) -> None:
+                self._forward(send_body=False)
+
+            def do_GET(self) -> None:
+                self._forward(send_body=True)
+
+            def _forward(self, send_body: bool) -> None:
+                path = self.path.replace(front.LIE, front.truth) if front.truth else self.path
+                headers = {"Accept": ", ".join(self.headers.get_all("Accept") or ["*/*"])}
+                request = urllib.request.Request(
+                    f"http://{REGISTRY}{path}", method=self.command, headers=headers
+                )
+                try:
+                    answer = urllib.request.urlopen(request, timeout=30)
+                except urllib.error.HTTPError as exc:
+                    answer = exc
+                body = answer.read()
+                self.send_response(answer.status if hasattr(answer, "status") else answer.code)
+                for key, value in answer.headers.items():
+                    if key.lower() == "docker-content-digest" and "/manifests/" in path:
+                        front.truth = value
+                        value = front.LIE
+                    if key.lower() not in ("connection", "transfer-encoding", "date", "server"):
+                        self.send_header(key, value)
+                self.end_headers()
+                if send_body:
+                    self.wfile.write(body)
+
+        return Handler
+
+
+@pytest.fixture
+def lying_registry(engine: None):
+    front = LyingRegistry()
+    with front.server:
+        yield front
+
+
+@pytest.mark.xfail(strict=True, reason="issue 29 finding 5: the registry's digest is trusted")
+@pytest.mark.docker
+def test_a_registry_that_lies_about_the_digest_is_exit_5(
+    lying_registry: LyingRegistry, tmp_path: Path
+) -> None:
+    manifest = write_manifest(tmp_path / "assets.toml")
+    name = f"bake-test/lie-{uuid.uuid4().hex[:12]}"
+    digest = bake("manifest", "digest", "--manifest", str(manifest)).stdout.strip()
+    push_manifest(f"{REGISTRY}/{name}:{digest}")
+    repo = f"{lying_registry.host}/{name}"
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(f"COPY --from={repo} / /\n")
+
+    pinned = bake("pin", "--manifest", str(manifest), "--repository", repo, str(dockerfile))
+    published = bake("publish", "--manifest", str(manifest), "--repository", repo)
+
+    for proc in (pinned, published):
+        assert proc.returncode == 5, proc.stderr
+        assert LyingRegistry.LIE in proc.stderr and "hash" in proc.stderr, proc.stderr
+    assert dockerfile.read_text() == f"COPY --from={repo} / /\n"
+    assert LyingRegistry.LIE not in published.stdout
