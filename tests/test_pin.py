@@ -87,7 +87,6 @@ UNTOUCHED = {
     "a heredoc body": f"RUN <<EOF\nFROM {REPO}\nEOF\nCOPY <<-END /x\n\tFROM {REPO}\n\tEND\n",
     "an ARG without a default": "ARG BAKE_ASSETS\n",
     "a label": f'LABEL src="{REPO}"\n',
-    "a RUN --mount from= (not an image reference bake pins)": f"RUN --mount=from={REPO},target=/x true\n",
 }
 
 

@@ -95,7 +95,6 @@ SEEN_AS_BUILDKIT_DOES = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29 finding 2: pin misreads Dockerfiles")
 @pytest.mark.parametrize(
     ("before", "after"), SEEN_AS_BUILDKIT_DOES.values(), ids=SEEN_AS_BUILDKIT_DOES.keys()
 )
@@ -111,7 +110,6 @@ UNSURE = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29 finding 2: pin misreads Dockerfiles")
 @pytest.mark.parametrize("text", UNSURE.values(), ids=UNSURE.keys())
 def test_what_buildkit_would_refuse_is_exit_2_and_the_file_unchanged(tmp_path: Path, text: str) -> None:
     after, error = pin(tmp_path, text)
@@ -141,7 +139,6 @@ EVERY_PLACE = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29 finding 3: pin skips references it does not handle")
 @pytest.mark.parametrize(("before", "after"), EVERY_PLACE.values(), ids=EVERY_PLACE.keys())
 def test_mounts_and_onbuild_are_pinned(tmp_path: Path, before: str, after: str) -> None:
     assert pin(tmp_path, before) == (after, None)
@@ -236,7 +233,6 @@ def dockerfile(draw: st.DrawFn) -> tuple[str, list[Piece], str, str]:
     return start, pieces[:cut], draw(OURS), draw(st.sampled_from(["\n", "\r\n"]))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29 findings 2 and 3: pin misreads Dockerfiles")
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(dockerfile())
 @example(("\ufeffFROM base\n", [Piece("RUN <<E-O-F\nFROM \x01\nE-O-F\nFROM \x00\n")], REPO, "\n"))
@@ -376,7 +372,6 @@ PIN_ONE = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29 finding 10: a FIFO as the Dockerfile blocks forever")
 @pytest.mark.timeout(20)
 def test_a_fifo_dockerfile_is_refused_without_blocking(tmp_path: Path) -> None:
     fifo = tmp_path / "Dockerfile"
@@ -391,7 +386,6 @@ def test_a_fifo_dockerfile_is_refused_without_blocking(tmp_path: Path) -> None:
 # ---- finding 12: several files at once, each edited in place ---------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29 finding 12: pin over several files is not atomic")
 def test_a_failure_on_the_second_file_leaves_the_first_unchanged(tmp_path: Path, tmpfs) -> None:
     first = tmp_path / "Dockerfile.a"
     first.write_text(f"FROM {REPO}:old\n")
@@ -405,7 +399,6 @@ def test_a_failure_on_the_second_file_leaves_the_first_unchanged(tmp_path: Path,
     assert f"{second}: cannot write it" in str(caught.value) and "no file was changed" in str(caught.value)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29 finding 12: pin breaks hard links and makes the owner root")
 def test_pinning_keeps_the_inode_the_owner_and_the_mode(tmp_path: Path) -> None:
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text(f"FROM {REPO}:old\n")
