@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bake import reference
 from bake.context import describe_exit
 from bake.errors import BuildError, UsageError
 from bake.manifest import load_manifest, manifest_digest, select
@@ -66,12 +67,21 @@ class AssetsImage:
 
 
 def check_repo(repo: str, *, option: str = "--assets-image") -> str:
-    """Return ``repo`` if it is a repository reference without tag or digest; raise UsageError otherwise."""
+    """Return ``repo`` if it is a repository name by the distribution grammar, without tag or digest.
+
+    Raises UsageError otherwise: the check comes before any engine or registry call.
+    """
     last = repo.rsplit("/", 1)[-1]
-    if not repo or not last or ":" in last or "@" in last or repo != repo.strip():
+    if ":" in last or "@" in last:
         raise UsageError(
             f"{option} {repo!r}: expected a repository such as registry.example/rocm-ci/bake-assets, "
             "without a tag or digest; bake tags it itself"
+        )
+    problem = reference.name_problem(repo)
+    if problem:
+        raise UsageError(
+            f"{option} {repo!r}: not a repository name Docker can parse ({problem}); "
+            "give one such as registry.example/rocm-ci/bake-assets"
         )
     return repo
 

@@ -155,12 +155,19 @@ def test_a_repository_without_tag_is_accepted(repo: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "repo",
-    [f"{REPO}:v1", f"{REPO}@sha256:{SHA_A}", "", "registry.example/", " bake-assets"],
-    ids=["tag", "digest", "empty", "trailing slash", "space"],
+    ("repo", "says"),
+    [
+        (f"{REPO}:v1", "without a tag or digest"),
+        (f"{REPO}@sha256:{SHA_A}", "without a tag or digest"),
+        ("", "not a repository name Docker can parse"),
+        ("registry.example/", "not a repository name Docker can parse"),
+        (" bake-assets", "not a repository name Docker can parse"),
+        ("a" * 256, "256 characters, more than 255"),
+    ],
+    ids=["tag", "digest", "empty", "trailing slash", "space", "256 characters"],
 )
-def test_a_tag_or_a_malformed_repository_is_a_usage_error(repo: str) -> None:
-    with pytest.raises(UsageError, match="without a tag or digest"):
+def test_a_tag_or_a_malformed_repository_is_a_usage_error(repo: str, says: str) -> None:
+    with pytest.raises(UsageError, match=says):
         check_repo(repo)
 
 

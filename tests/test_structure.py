@@ -30,6 +30,7 @@ LAYERS = {
         "bake.hashes",
         "bake.atomic",
         "bake.tables",
+        "bake.reference",
         "bake.servefile",
     ],
     "the manifest and the consumer table": [

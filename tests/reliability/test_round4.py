@@ -326,7 +326,6 @@ def run_publish_and_pin(tmp_path: Path, repo: str) -> list[int]:
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29 finding 4: references reach the engine unchecked")
 @pytest.mark.parametrize("repo", BAD_REPOSITORIES.values(), ids=BAD_REPOSITORIES.keys())
 def test_a_bad_repository_is_exit_2_before_the_engine(tmp_path: Path, engine_socket, repo: str) -> None:
     assert run_publish_and_pin(tmp_path, repo) == [2, 2]
@@ -339,7 +338,6 @@ REPO_TEXT = st.one_of(
 )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29 finding 4: references reach the engine unchecked")
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(REPO_TEXT)
 @example("127.0.0.1:5000/../x")
