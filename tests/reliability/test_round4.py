@@ -415,7 +415,6 @@ def test_pinning_keeps_the_inode_the_owner_and_the_mode(tmp_path: Path) -> None:
 # ---- finding 6: the serve format's limits in the manifest check -------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29 finding 6: manifest check misses what seal refuses")
 def test_a_location_longer_than_bake_serve_allows_is_a_manifest_error(tmp_path: Path, capsys) -> None:
     long_default = "/" + "/".join(["d" * 200] * 6)  # every component plain, the field over 1024 bytes
     manifest = write_manifest(tmp_path / "assets.toml")
