@@ -488,7 +488,6 @@ def lying_registry(engine: None):
         yield front
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29 finding 5: the registry's digest is trusted")
 @pytest.mark.docker
 def test_a_registry_that_lies_about_the_digest_is_exit_5(
     lying_registry: LyingRegistry, tmp_path: Path
