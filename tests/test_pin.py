@@ -165,7 +165,7 @@ def piece(draw: st.DrawFn) -> Piece:
     if kind == "comment":
         return Piece(f"#{ws}{draw(NOTE)} \x00{eol}", ref)
     if kind == "run":
-        return Piece(f"RUN{ws}echo \x00 {draw(NOTE)}{eol}", ref)
+        return Piece(f"RUN{ws}echo \x00 {draw(NOTE)};{eol}", ref)  # ";": no escape ends the line
     if kind == "heredoc":
         return Piece(f"RUN <<EOT{eol}FROM \x00{eol}COPY --from=\x00 / /{eol}EOT{eol}", ref)
     return Piece(f"{ws}{eol}")

@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 
 from bake import cli
 from bake.assets_image import check_repo
+from bake.dockerfile import Unsure, instructions
 from bake.errors import UsageError
 from bake.pin import pin_files
 from tests.baked import write_manifest
@@ -508,3 +509,80 @@ def test_a_registry_that_lies_about_the_digest_is_exit_5(
         assert LyingRegistry.LIE in proc.stderr and "hash" in proc.stderr, proc.stderr
     assert dockerfile.read_text() == f"COPY --from={repo} / /\n"
     assert LyingRegistry.LIE not in published.stdout
+
+
+# ---- the engine's own BuildKit as the oracle: which lines are instructions, which heredoc bodies ---
+
+# Each file's COPY instructions write the files listed; a line BuildKit took for an instruction
+# instead of a body line (or the other way round) would write another set, or fail the build.
+ENGINE_READS = {
+    "a BOM hides no directive": (
+        "\ufeff# escape=`\nFROM scratch\nCOPY a /1\\\nCOPY a /2\n",
+        {"1\\": "a", "2": "a"},
+    ),
+    "a hyphenated delimiter": (
+        "FROM scratch\nCOPY <<END-OF-SCRIPT /1\nCOPY a /3\nEND-OF-SCRIPT\nCOPY a /2\n",
+        {"1": "COPY a /3\n", "2": "a"},
+    ),
+    "a quoted delimiter": (
+        "FROM scratch\nCOPY <<'E-O-F' /1\nCOPY a /3\nE-O-F\nCOPY a /2\n",
+        {"1": "COPY a /3\n", "2": "a"},
+    ),
+    "a quoted <<": ("FROM scratch\nCOPY '<<EOF' /1\nCOPY a /2\n", {"1": "q", "2": "a"}),
+    "a << inside a word": ("FROM scratch\nCOPY x<<EOF /1\nCOPY a /2\n", {"1": "x", "2": "a"}),
+    "<<- and tabs": (
+        "FROM scratch\nCOPY <<-EOF /1\n\tCOPY a /3\n\t\tEOF\nCOPY a /2\n",
+        {"1": "COPY a /3\n", "2": "a"},
+    ),
+    "two heredocs": (
+        'FROM scratch\nCOPY <<A-1 <<"B.2" /d/\nx\nA-1\ny\nB.2\nCOPY a /2\n',
+        {"d/A-1": "x\n", "d/B.2": "y\n", "2": "a"},
+    ),
+    "comment and blank lines in a continuation": (
+        "FROM scratch\nCOPY a \\\n# note \\\n\n  /1\nCOPY a /2\n",
+        {"1": "a", "2": "a"},
+    ),
+}
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize(("text", "files"), ENGINE_READS.values(), ids=ENGINE_READS.keys())
+def test_the_engine_reads_each_file_as_bake_does(
+    engine: None, tmp_path: Path, text: str, files: dict
+) -> None:
+    context = tmp_path / "context"
+    context.mkdir()
+    for name, body in {"a": "a", "<<EOF": "q", "x<<EOF": "x"}.items():
+        (context / name).write_text(body)
+    (context / "Dockerfile").write_text(text)
+    out = tmp_path / "out"
+    build = subprocess.run(
+        ["docker", "buildx", "build", "--progress=plain", "-o", f"type=local,dest={out}", str(context)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr[-2000:]
+    written = {str(p.relative_to(out)): p.read_text() for p in out.rglob("*") if p.is_file()}
+    assert written == files
+    copies = [i for i in instructions(text) if i.keyword == "COPY"]
+    assert len(copies) == len(set(name.split("/")[0] for name in files))
+
+
+ENGINE_REFUSES = {
+    "an unterminated heredoc": "FROM scratch\nCOPY <<EOF /1\nno end\n",
+    "a second escape directive": "# escape=`\n# escape=\\\nFROM scratch\n",
+    "escape=x": "# escape=x\nFROM scratch\n",
+    "a JSON array of numbers": "FROM scratch\nCOPY [1, 2]\n",
+}
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("text", ENGINE_REFUSES.values(), ids=ENGINE_REFUSES.keys())
+def test_what_bake_refuses_the_engine_refuses(engine: None, tmp_path: Path, text: str) -> None:
+    (tmp_path / "Dockerfile").write_text(text)
+    build = subprocess.run(
+        ["docker", "buildx", "build", "--progress=plain", "-o", "type=cacheonly", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert build.returncode != 0 and "Dockerfile" in build.stderr, build.stderr[-2000:]
+    with pytest.raises(Unsure):
+        list(instructions(text))
