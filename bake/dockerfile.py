@@ -91,6 +91,7 @@ class Instruction:
     flags: tuple[Span, ...]
     args: Span
     line: int  # 1-based, where it starts
+    escape: str  # the escape character in force (ARG's words honour it)
     inner: Instruction | None = None  # what ONBUILD wraps
 
 
@@ -265,11 +266,11 @@ def split(line: Span, number: int, escape: str) -> Instruction:
     whole = line.strip()
     gap = _WHITESPACE.search(whole.text)
     if gap is None:
-        return Instruction(whole.text.upper(), (), whole[len(whole.text) :], number)
+        return Instruction(whole.text.upper(), (), whole[len(whole.text) :], number, escape)
     keyword = whole.text[: gap.start()].upper()
     flags, args = _flags(whole[gap.end() :], number)
     inner = split(args.strip(), number, escape) if keyword == "ONBUILD" and args.strip().text else None
-    return Instruction(keyword, flags, args.strip(), number, inner)
+    return Instruction(keyword, flags, args.strip(), number, escape, inner)
 
 
 _SPACES, _WORD, _QUOTE = range(3)

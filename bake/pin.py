@@ -62,7 +62,7 @@ def _image_values(instruction: Instruction) -> Iterator[Span]:
         elif instruction.keyword == "RUN" and name == "--mount":
             yield from _mount_sources(flag[len("--mount=") :], instruction.line)
     if instruction.keyword == "ARG":
-        for word in words(instruction.args, "\\"):
+        for word in words(instruction.args, instruction.escape):
             if pair := _ARG_PAIR.match(word.text):
                 yield _unquoted(word[pair.end() :])
 
