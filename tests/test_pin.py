@@ -49,6 +49,10 @@ REWRITTEN = {
         f"COPY --link --from={PINNED} / /\n",
     ),
     "COPY --from quoted": (f'COPY --from="{REPO}" / /\n', f'COPY --from="{PINNED}" / /\n'),
+    "RUN --mount quoted": (
+        f'RUN --mount="type=bind,from={REPO}:x,target=/m" true\n',
+        f'RUN --mount="type=bind,from={PINNED},target=/m" true\n',
+    ),
     "ARG default": (f"ARG BAKE_ASSETS={REPO}:v2\n", f"ARG BAKE_ASSETS={PINNED}\n"),
     "ARG defaults, quoted, two in one": (
         f"ARG A=\"{REPO}\" B='{REPO}:t'\n",
@@ -106,6 +110,8 @@ REFUSED = {
     "a variable tag": (f"FROM {REPO}:${{TAG}}\n", "df:1:"),
     "a short digest": (f"ARG X={REPO}@sha256:abc\n", "df:1:"),
     "split across lines": (f"COPY --from={REPO}\\\n:tag / /\n", "split across lines"),
+    "a --mount with CSV quotes": (f"RUN --mount='type=bind,\"from={REPO}\"' true\n", "CSV quotes"),
+    "a quote inside an ARG value": (f'ARG X="{REPO}":v1\n', "written out"),
 }
 
 
