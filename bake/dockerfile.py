@@ -147,15 +147,41 @@ class _Directives:
             raise Unsure(number, f"escape={value}: BuildKit takes only \\ or ` as the escape character")
         if key == "escape":
             self.escape = value
-        elif not _SYNTAX.fullmatch(value) or int(_SYNTAX.fullmatch(value).group(1) or 4) < 4:
-            raise Unsure(
-                number, f"syntax={value}: another Dockerfile frontend, whose rules bake does not know"
-            )
 
     def continued(self, span: Span) -> tuple[Span, bool]:
         """trimContinuationCharacter: the line without its final escape and blanks; whether it continues."""
         found = re.search(rf"(?<!{re.escape(self.escape)}){re.escape(self.escape)}[ \t]*\Z", span.text)
         return (span[: found.start()], True) if found else (span, False)
+
+
+def _check_frontend(lines: list[tuple[int, str]]) -> None:
+    """DetectSyntax: the frontend a ``# syntax=`` (or ``// syntax=``) directive picks, a shebang line
+    skipped, must read Dockerfiles as v0.13 does (docker/dockerfile 1.4 and later). Frontends
+    from 1.8 read a ``check`` directive and go on; v0.13 stops there: an escape after it is refused."""
+    contents = [content for _, content in lines]
+    if contents and contents[0].startswith(BOM):
+        contents[0] = contents[0][1:]
+    start = 1 if contents and contents[0].startswith("#!") else 0
+    for prefix in ("#", "//"):
+        checked = syntax = False
+        for number, content in enumerate(contents[start:], start + 1):
+            found = _DIRECTIVE.match("#" + content[len(prefix) :]) if content.startswith(prefix) else None
+            key = found.group(1).lower() if found else ""
+            if key not in (*_DIRECTIVES, "check"):
+                break
+            if key == "escape" and checked and prefix == "#":
+                raise Unsure(number, "an escape directive after a check directive: frontends disagree on it")
+            checked = checked or key == "check"
+            if key == "syntax":
+                syntax = True
+                version = _SYNTAX.fullmatch(found.group(2))
+                if not version or int(version.group(1) or 4) < 4:
+                    raise Unsure(
+                        number,
+                        f"syntax={found.group(2)}: a Dockerfile frontend whose rules bake does not know",
+                    )
+        if syntax:
+            return
 
 
 def instructions(text: str) -> Iterator[Instruction]:
@@ -164,6 +190,7 @@ def instructions(text: str) -> Iterator[Instruction]:
     Heredoc bodies are skipped as BuildKit skips them. Raises Unsure (see the module docstring).
     """
     lines = _lines(text)
+    _check_frontend(lines)
     directives = _Directives()
     i = 0
     while i < len(lines):

@@ -108,6 +108,9 @@ UNSURE = {
     "a second escape directive": f"# escape=`\n# escape=\\\nFROM {REPO}:old\n",
     "an escape directive BuildKit refuses": f"# escape=x\nFROM {REPO}:old\n",
     "a JSON form that is not an array of strings": f"FROM {REPO}:old\nRUN [1, 2]\n",
+    "a frontend older than heredocs": f"# syntax=docker/dockerfile:1.3\nFROM {REPO}:old\n",
+    "a frontend named after a shebang": f"#!/bin/x\n# syntax=example.com/front\nFROM {REPO}:old\n",
+    "an escape directive after a check directive": f"# check=skip=all\n# escape=`\nFROM {REPO}:old\n",
 }
 
 
