@@ -322,6 +322,8 @@ def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = 
     declared = [
         consumers.parse_consumer(raw, i) for i, raw in enumerate(_array_of_tables(data, "consumer", source))
     ]
+    for consumer in declared:
+        _check_serve_limits(consumer)
     table = consumers.table(declared)
     raw_assets = _array_of_tables(data, "asset", source)
     hub_entries = hubtable.parse_entries(data.get("hub"), source)
@@ -340,6 +342,18 @@ def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = 
             seen[key] = asset.name
     _check_path_prefixes(assets)
     return Assets(assets, declared)
+
+
+def _check_serve_limits(consumer: consumers.Consumer) -> None:
+    """Refuse locations bake.serve cannot hold here, where seal would fail on them with a ValueError."""
+    try:
+        servefile.write(consumer.loc_records())
+    except ValueError as exc:
+        expected = str(exc).rpartition("expected ")[2]  # the record itself can be kilobytes long
+        raise ManifestError(
+            f"consumer {consumer.name!r}: a location bake.serve cannot hold, whose records need "
+            f"{expected} (docs/SERVE_FORMAT.md); shorten its default or SUB"
+        ) from None
 
 
 def _check_path_prefixes(assets: list[Asset]) -> None:

@@ -30,6 +30,7 @@ LAYERS = {
         "bake.hashes",
         "bake.atomic",
         "bake.tables",
+        "bake.reference",
         "bake.servefile",
     ],
     "the manifest and the consumer table": [
@@ -63,7 +64,14 @@ LAYERS = {
     ],
     "the destination: its index, the seal, verification": ["bake.index", "bake.seal", "bake.verify"],
     "editing a manifest": ["bake.manifestedit", "bake.add", "bake.hub.listing", "bake.hub.add"],
-    "the checked build": ["bake.context", "bake.assets_image", "bake.build", "bake.publish", "bake.pin"],
+    "the checked build": [
+        "bake.context",
+        "bake.assets_image",
+        "bake.build",
+        "bake.publish",
+        "bake.dockerfile",
+        "bake.pin",
+    ],
     "image assertions": [
         "bake.testing",
         "bake.testing.image",
