@@ -37,6 +37,7 @@ LAYERS = {
         "bake.hubtable",
         "bake.hub",
         "bake.hub.layout",
+        "bake.hub.scan",
         "bake.consumers",
         "bake.manifest",
     ],
@@ -72,6 +73,13 @@ LAYERS = {
         "bake.testing.serve",
         "bake.testing.plugin",
         "bake.testing.test_image",
+    ],
+    "harvesting a job's caches": [
+        "bake.harvest",
+        "bake.harvest.caches",
+        "bake.harvest.pin",
+        "bake.harvest.diff",
+        "bake.harvest.command",
     ],
     "the command line": ["bake.cli", "bake.__main__"],
 }
