@@ -31,6 +31,7 @@ LAYERS = {
         "bake.atomic",
         "bake.tables",
         "bake.servefile",
+        "bake.offline",
     ],
     "the manifest and the consumer table": [
         "bake.locations",

@@ -1,40 +1,42 @@
 """What a job's caches hold, read offline: the assets and Hub commits that can be pinned, and what cannot.
 
 Each DIR is a cache a job filled: an ``HF_HOME`` or a Hub cache, an ``XDG_CACHE_HOME``, a
-``TIKTOKEN_*`` directory, a ``TMPDIR`` holding tiktoken's defaults, or a location of the
-consumer table. Nothing is guessed and no server is asked:
+``TIKTOKEN_*`` directory, a ``TMPDIR`` holding the clients' defaults, or any location of the
+consumer table. Where to look below a DIR, how a cached file is named and which URL it came
+from are the table's (``bake.consumers``); nothing here names a consumer. Nothing is guessed and
+no server is asked:
 
 - a Hub file is pinned at the commit its snapshot names, its sha256 proven from the blob's
   bytes against the blob's name (``bake.hub.scan``);
-- a s3tokenizer checkpoint by s3tokenizer's own table (read without importing it): the URL it
-  downloads ``<model>.onnx`` from, and the sha256 the bytes must have;
-- a tiktoken vocab by its cache name, the SHA-1 of its URL: a URL the installed tiktoken's table
-  or the manifest knows, the bytes checked against tiktoken's expected sha256 where it has one.
+- a consumer's file is pinned when a URL its library's own table knows (or the manifest lists
+  for it) gives that file's name, its bytes checked against the sha256 that table expects.
 
-Everything else is a ``NotPinned`` with its reason: a declared consumer's file (it has no URL:
-the ``bake add`` line to run is given), a partial download, bytes that do not match their name,
-a bad ref. Nothing outside the DIRs is read: links are judged by their text and never followed,
-except the entrypoint's links into the baked assets, which are bake's own and skipped.
+Everything else is a ``NotPinned`` with its reason: a file no known URL names (a declared
+consumer's have none: the ``bake add`` line to run is given), a partial download, bytes that
+do not match their name, a bad ref. Nothing outside the DIRs is read: links are judged by their
+text and never followed, except the entrypoint's links into the baked assets, which are bake's
+own and skipped.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from bake import consumers, hubtable
+from bake import consumers
 from bake.errors import FetchError, ManifestError
-from bake.hashes import GIT_SHA1_HEX
-from bake.hub.scan import CachedCommit, NotPinned, read_regular, scan_cache, what_is
+from bake.hub.scan import KIND_OF_PREFIX, CachedCommit, NotPinned, read_regular, scan_cache, what_is
+from bake.hubtable import parse_entry
+from bake.locations import Location
 from bake.manifest import Asset
 
+log = logging.getLogger(__name__)
+
 DEFAULT_SERVED_ROOT = "/opt/bake/assets"
-# Where each built-in consumer's files sit below a DIR given as the variable its location names.
-HUB_UNDER = ("", "hub", "huggingface/hub")  # HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME
-TIKTOKEN_UNDER = ("tiktoken-rs-cache", "data-gym-cache")  # the clients' defaults under TMPDIR
 
 
 @dataclass
@@ -58,45 +60,74 @@ def _real_dir(path: str) -> bool:
         return False
 
 
-def _is_hub_cache(path: str) -> bool:
+def subs_below(loc: Location) -> list[str]:
+    """Where a location is below the directory each variable of its chain names: ``${HF_HOME}/hub``
+    gives ``hub``, and through its fallback ``${XDG_CACHE_HOME}/huggingface/hub``."""
+    below = [loc.sub]
+    if loc.fallback is not None:
+        below += [os.path.join(sub, loc.sub) if loc.sub else sub for sub in subs_below(loc.fallback)]
+    return below
+
+
+def _names(path: str) -> list[str]:
     try:
-        return any(e.name.startswith(tuple(f"{p}s--" for p in hubtable.KINDS)) for e in os.scandir(path))
+        return [e.name for e in os.scandir(path)]
     except OSError:
-        return False
+        return []
 
 
-def _holds_sha1_names(path: str) -> bool:
-    try:
-        return any(GIT_SHA1_HEX.match(e.name.split(".")[0]) for e in os.scandir(path))
-    except OSError:
-        return False
-
-
-def places(dirs: Sequence[str], declared: Sequence[consumers.Consumer]) -> list[tuple[str, str]]:
-    """Return (kind, directory) for each cache under ``dirs``: ``hub``, ``s3tokenizer``, ``tiktoken``,
-    or a declared consumer's name. Each is a real directory (never reached through a link)."""
-    found: dict[str, str] = {}
-    for top in dirs:
-        base = os.path.basename(os.path.normpath(top))
-        for sub in HUB_UNDER:
-            path = os.path.join(top, sub) if sub else top
-            if (not sub or _real_dir(path)) and _is_hub_cache(path):
-                found.setdefault(os.path.normpath(path), "hub")
-        for path in (top if base == "s3tokenizer" else "", os.path.join(top, "s3tokenizer")):
-            if path and _real_dir(path):
-                found.setdefault(os.path.normpath(path), "s3tokenizer")
-        for sub in TIKTOKEN_UNDER:
+def _candidates(top: str, loc: Location) -> Iterator[tuple[str, bool]]:
+    """(directory, named by its place) for each place under ``top`` the location may be: ``top/SUB``
+    (or ``top`` itself, named SUB); for a SUB-less ``$VAR``, ``top`` and its subdirectories."""
+    base = os.path.basename(os.path.normpath(top))
+    for sub in dict.fromkeys(subs_below(loc)):
+        if sub:
             if _real_dir(os.path.join(top, sub)):
-                found.setdefault(os.path.normpath(os.path.join(top, sub)), "tiktoken")
-        if base in TIKTOKEN_UNDER or _holds_sha1_names(top):
-            found.setdefault(os.path.normpath(top), "tiktoken")
-        for consumer in declared:
+                yield os.path.join(top, sub), True
+            if base == os.path.basename(sub):
+                yield top, True
+        else:
+            yield top, False
+            for name in sorted(_names(top)):
+                if _real_dir(os.path.join(top, name)):
+                    yield os.path.join(top, name), False
+
+
+def _holds(path: str, consumer: consumers.Consumer, known: dict[str, str]) -> bool:
+    """Does ``path`` hold this consumer's files (a repository folder; a file a known URL names)?"""
+    names = _names(path)
+    if isinstance(consumer, consumers.Hub):
+        return any(n.startswith(tuple(KIND_OF_PREFIX)) for n in names)
+    return any(n in known for n in names)
+
+
+def places(
+    dirs: Sequence[str], table: Sequence[consumers.Consumer], known: dict[str, dict[str, str]]
+) -> list[tuple[consumers.Consumer, str]]:
+    """(consumer, directory) for each cache under ``dirs``, each a real directory reached by no link.
+
+    ``known`` maps each consumer's name to its known cached names and their URLs.
+    """
+    found: dict[str, consumers.Consumer] = {}
+    for top in dirs:
+        for consumer in table:
             for loc in consumer.locations:
-                if loc.sub and base == os.path.basename(loc.sub):
-                    found.setdefault(os.path.normpath(top), consumer.name)
-                elif loc.sub and _real_dir(os.path.join(top, loc.sub)):
-                    found.setdefault(os.path.normpath(os.path.join(top, loc.sub)), consumer.name)
-    return [(kind, path) for path, kind in found.items()]
+                for path, named in _candidates(top, loc):
+                    # A place named by its SUB is the consumer's; the Hub's names ("hub") prove less.
+                    by_name = named and not isinstance(consumer, consumers.Hub)
+                    if by_name or _holds(path, consumer, known[consumer.name]):
+                        found.setdefault(os.path.normpath(path), consumer)
+    return [(consumer, path) for path, consumer in found.items()]
+
+
+def known_names(consumer: consumers.Consumer, manifest_urls: Sequence[str]) -> dict[str, str]:
+    """Map each name the consumer caches a file under to the URL it came from, for every URL known."""
+    names = {}
+    for url in [*consumer.known_urls(), *manifest_urls]:
+        path = consumer.path_for_url(url)
+        if path is not None and consumer.owns(path):
+            names[consumer.name_in_location(path)] = url
+    return names
 
 
 def _sha256_of(path: str) -> str:
@@ -143,69 +174,33 @@ def _checked(path: str, expected: str | None, found: Found, mismatch: str) -> st
     return actual
 
 
-def scan_s3tokenizer(directory: str, served: str, found: Found) -> None:
-    """Pin each ``<model>.onnx`` by s3tokenizer's own table: its URL, and the sha256 it checks."""
-    table = consumers.s3tokenizer_table()
-    for name, path, size in _files(directory, served, found):
-        model = name[: -len(".onnx")] if name.endswith(".onnx") else None
-        if table is None:
-            found.problems.append(
-                NotPinned(
-                    path,
-                    "its URL is in s3tokenizer's table, and s3tokenizer is not installed here; "
-                    "pip install --no-deps s3tokenizer (its table is read, never imported)",
-                )
-            )
-        elif model not in table:
-            found.problems.append(
-                NotPinned(
-                    path,
-                    "not a checkpoint s3tokenizer's table names (<model>.onnx); "
-                    f"pin it with `bake add URL --path s3tokenizer/{name}`",
-                )
-            )
-        else:
-            url, expected = table[model]
-            sha = _checked(
-                path,
-                expected,
-                found,
-                "not the sha256 s3tokenizer's table expects (a partial or damaged download):",
-            )
-            if sha is not None:
-                found.assets.append(Asset(model, f"s3tokenizer/{name}", sha, (url,), size))
+def scan_consumer(
+    directory: str, consumer: consumers.Consumer, known: dict[str, str], served: str, found: Found
+) -> None:
+    """Pin each file of a consumer's directory that a known URL names, its bytes as its library expects."""
+    from bake.add import derive_name  # the name `bake add` gives the same URL and path
 
-
-def scan_tiktoken(directory: str, served: str, found: Found, known_urls: Sequence[str]) -> None:
-    """Pin each vocab cached as ``<sha1(url)>`` whose URL is known, checked against tiktoken's table."""
-    table = consumers.tiktoken_table() or {}
-    by_name = {consumers.sha1_name(url): url for url in [*table, *known_urls]}
+    libraries = ", ".join(consumer.libraries)
     for name, path, size in _files(directory, served, found):
-        if not GIT_SHA1_HEX.match(name):
-            why = (
-                "a partial download (tiktoken renames it into place when complete)"
-                if GIT_SHA1_HEX.match(name.split(".")[0])
-                else "not a vocab cache name (the SHA-1 of its URL)"
-            )
-            found.problems.append(NotPinned(path, why))
-            continue
-        url = by_name.get(name)
+        url = known.get(name)
         if url is None:
             found.problems.append(
                 NotPinned(
                     path,
-                    "no URL known here hashes to this cache name (tiktoken's table and the manifest's "
-                    "tiktoken/ entries were asked); pin it with `bake add URL`",
+                    f"no URL known here gives {consumer.name} this name (asked: the installed {libraries}'s "
+                    "own table, and the manifest's entries); a partial or unknown download; pin it with "
+                    f"`bake add URL --path {consumer.prefix}{name}`",
                 )
             )
             continue
-        sha = _checked(path, table.get(url), found, "not the sha256 tiktoken expects for its URL:")
+        asset = Asset("probe", consumer.prefix + name, "0" * 64, (url,), size)
+        expected = consumer.library_sha256(asset)
+        sha = _checked(path, expected, found, f"not the sha256 {libraries} expects for {url}:")
         if sha is not None:
-            stem = url.rsplit("/", 1)[-1].split(".")[0]
-            found.assets.append(Asset(stem, f"tiktoken/{name}", sha, (url,), size))
+            found.assets.append(Asset(derive_name(url, asset.path), asset.path, sha, (url,), size))
 
 
-def scan_declared(directory: str, consumer: str, served: str, found: Found) -> None:
+def scan_declared(directory: str, consumer: consumers.Consumer, served: str, found: Found) -> None:
     """A declared consumer's files have no URL: each is named with the ``bake add`` line to run."""
     for base, dirs, names in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and _real_dir(os.path.join(base, d)))
@@ -214,8 +209,8 @@ def scan_declared(directory: str, consumer: str, served: str, found: Found) -> N
             found.problems.append(
                 NotPinned(
                     path,
-                    f"a file of consumer {consumer!r}, whose origin no table names; "
-                    f"pin it with `bake add URL --path {consumer}/{rel}`",
+                    f"a file of consumer {consumer.name!r}, whose origin no table names; "
+                    f"pin it with `bake add URL --path {consumer.prefix}{rel}`",
                 )
             )
 
@@ -229,14 +224,24 @@ def check_commit(commit: CachedCommit) -> NotPinned | None:
         "files": [{"path": f.path, "size": f.size, "sha256": f.sha256, "blob": f.blob} for f in commit.files],
     }
     try:
-        hubtable.parse_entry(raw, 0)
+        parse_entry(raw, 0)
     except ManifestError as exc:
         return NotPinned(commit.folder, f"not pinnable: {exc}")
     return None
 
 
-def scan(dirs: Sequence[str], declared: Sequence[consumers.Consumer], known_urls: Sequence[str]) -> Found:
-    """Read every cache under ``dirs``. Raises FetchError (exit 3) when a DIR cannot be read."""
+def _scan_hub(path: str, served: str, found: Found) -> None:
+    commits, problems = scan_cache(path, served)
+    found.problems += problems
+    for commit in commits:
+        bad = check_commit(commit)
+        found.problems += [bad] if bad else []
+        found.commits += [] if bad else [commit]
+
+
+def scan(dirs: Sequence[str], table: Sequence[consumers.Consumer], manifest_urls: Sequence[str]) -> Found:
+    """Read every cache under ``dirs`` for the consumers of ``table``; ``manifest_urls`` are the URLs the
+    manifest lists, which name cached files too. Raises FetchError (exit 3) when a DIR cannot be read."""
     for top in dirs:
         try:
             os.scandir(top).close()
@@ -247,21 +252,18 @@ def scan(dirs: Sequence[str], declared: Sequence[consumers.Consumer], known_urls
             ) from None
     found = Found()
     served = served_root()
-    for kind, path in places(dirs, declared):
+    known = {c.name: known_names(c, manifest_urls) for c in table}
+    for top in dirs:
+        if not places([top], table, known):
+            log.warning("%s: no cache of any consumer found there; nothing read from it", top)
+    for consumer, path in places(dirs, table, known):
         try:
-            if kind == "hub":
-                commits, problems = scan_cache(path, served)
-                found.problems += problems
-                for commit in commits:
-                    bad = check_commit(commit)
-                    found.problems += [bad] if bad else []
-                    found.commits += [] if bad else [commit]
-            elif kind == "s3tokenizer":
-                scan_s3tokenizer(path, served, found)
-            elif kind == "tiktoken":
-                scan_tiktoken(path, served, found, known_urls)
+            if isinstance(consumer, consumers.Hub):
+                _scan_hub(path, served, found)
+            elif consumer.builtin:
+                scan_consumer(path, consumer, known[consumer.name], served, found)
             else:
-                scan_declared(path, kind, served, found)
+                scan_declared(path, consumer, served, found)
         except OSError as exc:
             raise FetchError(f"{path}: cannot read this cache ({exc.strerror or exc})") from None
     return found

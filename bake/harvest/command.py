@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from bake import manifest
+from bake import consumers, manifest
 from bake.harvest import caches, diff, pin
 from bake.text import escape
 
@@ -54,8 +54,8 @@ def _report(problems: list) -> None:
 def cmd_harvest(args: argparse.Namespace) -> int:
     path = _manifest_path(args)
     existing = pin.read_existing(path)[1] if args.diff is None or path.is_file() else manifest.Assets()
-    known_urls = [u for a in existing if a.path.startswith("tiktoken/") for u in a.urls]
-    found = caches.scan(args.dirs, manifest.declared_consumers(existing), known_urls)
+    urls = [u for a in existing if a.hub is None for u in a.urls]
+    found = caches.scan(args.dirs, consumers.table(manifest.declared_consumers(existing)), urls)
     if args.diff is not None:
         lacking = diff.missing(found, args.diff)
         plan = pin.make_plan(lacking, [], args.group)

@@ -222,8 +222,6 @@ def harvest_into(path: Path, found: Found, groups: Sequence[str]) -> Plan:
         after = manifest.parse_manifest(text, source=str(path), allow_http=True)
         kept = {(a.path, a.sha256) for a in after}
         if not all((a.path, a.sha256) in kept for a in assets):
-            raise ManifestError(
-                f"{path}: the harvest would change other entries; nothing was written"
-            )
+            raise ManifestError(f"{path}: the harvest would change other entries; nothing was written")
         manifestedit.replace(target, text)
     return plan

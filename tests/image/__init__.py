@@ -16,6 +16,7 @@ import pytest
 from bake.consumers import SERVE_NAME
 from bake.index import LOCK_NAME, SUMS_NAME
 from bake.manifest import Asset, load_manifest
+from bake.offline import NAME as OFFLINE_NAME
 from bake.seal import alias_links
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,7 +26,7 @@ MANIFEST: list[Asset] = load_manifest(Path(__file__).with_name("assets.toml"))
 (S3_ASSET,) = [a for a in MANIFEST if a.name == "speech_tokenizer_v3_25hz"]
 (VOCAB_ASSET,) = [a for a in MANIFEST if a.name == "o200k_base"]
 # What seal puts beside the assets: the index files, bake.serve, and the consumers' alias links.
-INDEX_NAMES = (SUMS_NAME, LOCK_NAME, SERVE_NAME)
+INDEX_NAMES = (SUMS_NAME, LOCK_NAME, SERVE_NAME, OFFLINE_NAME)
 ALIAS_LINKS = alias_links(MANIFEST)
 # Every directory of the tree: the root and each asset's ancestors (consumer files may nest).
 ASSET_SUBDIRS = sorted({str(p) for a in MANIFEST for p in Path(a.path).parents if str(p) != "."})
