@@ -8,7 +8,6 @@ s3tokenizer's table comes from a stand-in package on PYTHONPATH holding only ``_
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -18,9 +17,7 @@ import pytest
 
 from bake.consumers import sha1_name
 from bake.manifest import load_manifest
-from tests.assets import O200K_URL, mirror_args
 from tests.hub_server import LoopbackHub
-from tests.image import fail_or_skip
 from tests.isolation import NETWORK_ENV
 from tests.runners import REPO, bake
 
@@ -358,113 +355,3 @@ def test_a_declared_consumer_file_is_named_with_the_add_line(tmp_path: Path) -> 
     assert "`bake add URL --path whisper/base.pt`" in proc.stderr
     assert manifest.read_text() == before
     assert "nothing new to pin" in proc.stdout
-
-
-# --- one job, harvested, then run again offline from what was baked
-
-JOB = r"""
-import json, os, sys
-opened = set()
-def _audit(event, args):
-    if event == "open" and isinstance(args[0], (str, bytes)):
-        opened.add(os.fsdecode(args[0]))
-sys.addaudithook(_audit)
-mode, mirror = sys.argv[1:3]
-import tiktoken.load
-if mode == "cold":  # tiktoken's own cache code; only its transport goes to the loopback mirror
-    import urllib.request
-    def read_file(url):
-        url = url.replace("https://openaipublic.blob.core.windows.net/", mirror + "/openaipublic/")
-        with urllib.request.urlopen(url) as response:
-            return response.read()
-    tiktoken.load.read_file = read_file
-from huggingface_hub import snapshot_download
-from tokenizers import Tokenizer
-snapshot = snapshot_download("org/tok", allow_patterns=["tokenizer.json", "config.json"])
-with open(os.path.join(snapshot, "tokenizer.json")) as f:  # read here, so the audit hook sees it
-    out = {"ids": Tokenizer.from_str(f.read()).encode("hello baked world").ids}
-out["tokens"] = tiktoken.get_encoding("o200k_base").encode("Hello, world!")
-if mode == "offline":
-    from openai_harmony import HarmonyEncodingName, load_harmony_encoding
-    harmony = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
-    out["harmony"] = harmony.encode("Hello, world!", allowed_special="all")
-out["offline"] = os.environ.get("HF_HUB_OFFLINE")
-out["encodings_base"] = os.environ.get("TIKTOKEN_ENCODINGS_BASE")
-out["opened"] = sorted(opened)
-print(json.dumps(out))
-"""
-
-
-def _tokenizer_json() -> bytes:
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(["hello baked world"] * 3, trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
-    return tok.to_str().encode()
-
-
-def _run_job(mode: str, mirror: str, env: dict[str, str], through_entrypoint: Path | None = None) -> dict:
-    argv = [sys.executable, "-c", JOB, mode, mirror]
-    if through_entrypoint is not None:
-        argv = ["dash", str(REPO / "scripts" / "entrypoint.sh"), *argv]
-    base = {
-        k: v for k, v in os.environ.items() if k not in NETWORK_ENV and not k.startswith(("HF_", "TIKTOKEN"))
-    }
-    proc = subprocess.run(argv, env=base | env, capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1]) | {"stderr": proc.stderr}
-
-
-@pytest.mark.timeout(300)
-def test_a_harvested_job_runs_again_offline_reading_only_baked_files(tmp_path: Path) -> None:
-    mirror = os.environ.get("BAKE_TEST_MIRROR", "")
-    if not mirror:
-        fail_or_skip("BAKE_TEST_MIRROR is not set: run through scripts/test.sh, whose mirror has o200k_base")
-    cold = tmp_path / "cold"
-    hub = LoopbackHub(tmp_path / "hub")
-    hub.commit(
-        "org/tok", {"tokenizer.json": _tokenizer_json(), "config.json": b"{}\n", "big.bin": b"x" * 999}
-    )
-    with hub:
-        env = {"HF_ENDPOINT": hub.endpoint, "HF_HOME": str(cold / "hf"), "HF_HUB_DISABLE_XET": "1"}
-        env |= {"TIKTOKEN_CACHE_DIR": str(cold / "tiktoken"), "HOME": str(cold / "home")}
-        first = _run_job("cold", mirror, env)
-        manifest = tmp_path / "assets.toml"
-        proc = harvest(cold / "hf", cold / "tiktoken", "--manifest", manifest)
-        assert proc.returncode == 0 and "not pinned" not in proc.stderr, proc.stderr
-        dest = tmp_path / "assets"
-        fetch_env = {
-            "HF_ENDPOINT": hub.endpoint,
-            "HF_HUB_DISABLE_XET": "1",
-            "XDG_CACHE_HOME": str(tmp_path / "c"),
-        }
-        mirrors = " ".join(mirror_args(mirror))
-        for args in (("fetch", "-q", "--dest", dest), ("seal", "--dest", dest)):
-            done = bake(*args, "--manifest", manifest, env=fetch_env | {"BAKE_MIRRORS": mirrors})
-            assert done.returncode == 0, done.stderr
-    # Every server of the job is stopped; the caches are new and empty; the Hub is a dead port.
-    run = tmp_path / "offline"
-    for name in ("hf", "xdg", "home", "tmp"):
-        (run / name).mkdir(parents=True)
-    env = {
-        "BAKE_ASSETS": str(dest),
-        "BAKE_OFFLINE": "1",
-        "HF_HOME": str(run / "hf"),
-        "HF_ENDPOINT": "http://127.0.0.1:9",
-    }
-    env |= {"XDG_CACHE_HOME": str(run / "xdg"), "HOME": str(run / "home"), "TMPDIR": str(run / "tmp")}
-    second = _run_job("offline", "http://127.0.0.1:9", env, through_entrypoint=dest)
-    assert (second["ids"], second["tokens"]) == (first["ids"], first["tokens"]) and second["offline"] == "1"
-    assert second["harmony"] == first["tokens"] and second["encodings_base"] == f"{dest}/tiktoken"
-    # The files it opened there (huggingface_hub also tries names that are not there, such as a tree listing).
-    from_caches = [p for p in second["opened"] if p.startswith((str(run), str(dest))) and os.path.isfile(p)]
-    assert any(p.endswith("/tokenizer.json") for p in from_caches) and any(
-        sha1_name(O200K_URL) in p for p in from_caches
-    ), from_caches
-    for path in from_caches:
-        if os.path.realpath(path).startswith(f"{dest}/"):
-            continue
-        # Else bake's verified copy (the Hub's refs are copies: huggingface_hub rewrites them).
-        baked = dest / "hub" / Path(path).relative_to(run / "hf" / "hub")
-        assert Path(path).read_bytes() == baked.read_bytes(), f"{path} is neither a baked file nor its copy"

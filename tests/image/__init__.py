@@ -7,6 +7,7 @@ import hashlib
 import os
 import stat
 import subprocess
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -277,6 +278,23 @@ def buildx_bake(*args: str, **env: str) -> None:
         cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True, timeout=1200, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+MACHINE_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def build_clients(dockerfile: Path, image: str, context: Path, tag_prefix: str) -> str:
+    """Build ``dockerfile`` on ``image`` (clients from PyPI, the machine CA as a secret); return the tag."""
+    if not MACHINE_CA.is_file():
+        fail_or_skip(f"{MACHINE_CA} is missing: pip inside the build needs the machine CA to reach PyPI")
+    tag = f"{tag_prefix}:{uuid.uuid4().hex[:12]}"
+    docker(
+        "buildx", "build", "--network=host", "--allow=network.host", "--load",
+        "--secret", f"id=ca,src={MACHINE_CA}", "--build-arg", f"IMAGE={image}",
+        "--file", str(dockerfile), "--tag", tag, str(context),
+        timeout=900,
+    )  # fmt: skip
+    return tag
 
 
 def bake_image(tag: str, *args: str, **env: str) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,11 +22,10 @@ from tests.assets import mirror_args
 from tests.hub_server import LoopbackHub
 from tests.runners import bake
 
-from . import ASSET_ROOT, docker, fail_or_skip, required_env
+from . import ASSET_ROOT, build_clients, docker, required_env
 
 pytestmark = pytest.mark.docker
 
-MACHINE_CA = "/etc/ssl/certs/ca-certificates.crt"
 TOKENIZER_CONFIG = b'{"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]"}'
 
 JOB = r"""
@@ -75,17 +73,9 @@ def _tokenizer_json() -> bytes:
 @pytest.fixture(scope="module")
 def clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The image under test plus the clients the job uses (no torch), removed afterwards."""
-    image = required_env("BAKE_TEST_IMAGE")
-    if not Path(MACHINE_CA).is_file():
-        fail_or_skip(f"{MACHINE_CA} is missing: pip inside the build needs the machine CA to reach PyPI")
-    tag = f"bake/rocm-harvest-clients:{uuid.uuid4().hex[:12]}"
-    docker(
-        "buildx", "build", "--network=host", "--allow=network.host", "--load",
-        "--secret", f"id=ca,src={MACHINE_CA}", "--build-arg", f"IMAGE={image}",
-        "--file", str(Path(__file__).with_name("harvest-clients.Dockerfile")), "--tag", tag,
-        str(tmp_path_factory.mktemp("harvest-clients-context")),
-        timeout=900,
-    )  # fmt: skip
+    dockerfile = Path(__file__).with_name("harvest-clients.Dockerfile")
+    context = tmp_path_factory.mktemp("harvest-clients-context")
+    tag = build_clients(dockerfile, required_env("BAKE_TEST_IMAGE"), context, "bake/rocm-harvest-clients")
     yield tag
     docker("rmi", tag, check=False)
 
