@@ -29,7 +29,15 @@ from dataclasses import dataclass, field
 
 from bake import consumers
 from bake.errors import FetchError, ManifestError
-from bake.hub.scan import KIND_OF_PREFIX, CachedCommit, NotPinned, read_regular, scan_cache, what_is
+from bake.hub.scan import (
+    KIND_OF_PREFIX,
+    CachedCommit,
+    NotPinned,
+    read_regular,
+    scan_cache,
+    served_link,
+    what_is,
+)
 from bake.hubtable import parse_entry
 from bake.locations import Location
 from bake.manifest import Asset
@@ -150,7 +158,7 @@ def _files(directory: str, served: str, found: Found) -> list[tuple[str, str, in
         if stat.S_ISDIR(mode):
             continue
         if stat.S_ISLNK(mode):
-            if not os.readlink(entry.path).startswith(served.rstrip("/") + "/"):
+            if not served_link(entry.path, served):
                 found.problems.append(
                     NotPinned(entry.path, f"a link to {os.readlink(entry.path)!r}: never followed")
                 )

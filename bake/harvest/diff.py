@@ -61,6 +61,8 @@ def _image_root(ref: str, into: Path) -> Path:
 
 def missing(found: Found, root: str) -> Found:
     """Return what ``found`` holds that ROOT does not bake (its problems carried along)."""
+    if not Path(root).is_dir() and root.startswith(("/", ".", "~")):
+        raise UsageError(f"--diff {root}: not a directory; give a sealed asset root or an image reference")
     with tempfile.TemporaryDirectory(prefix="bake-harvest-") as scratch:
         path = Path(root) if Path(root).is_dir() else _image_root(root, Path(scratch))
         locked, links = _baked(path)

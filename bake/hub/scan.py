@@ -79,9 +79,9 @@ def what_is(mode: int) -> str:
 def read_regular(path: str, limit: int | None = None) -> Iterator[bytes]:
     """Yield the bytes of the regular file at ``path``, never through a link and never blocking.
 
-    Raises OSError (ELOOP for a link, ENXIO or EWOULDBLOCK never: a FIFO is refused by the
-    fstat before any read) or ValueError naming what is there instead of a regular file,
-    and ValueError when it holds more than ``limit`` bytes.
+    Raises OSError (ELOOP for a link), or ValueError naming what is there instead of a regular
+    file (a FIFO opens at once with O_NONBLOCK, and is refused before any read) or saying it
+    holds more than ``limit`` bytes.
     """
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
@@ -119,7 +119,7 @@ class RepoScan:
         self.cache = cache
         self.folder = folder
         self.root = os.path.join(cache, folder)
-        self.served_root = served_root.rstrip("/") + "/"
+        self.served_root = served_root
         self.problems: list[NotPinned] = []
         self._blobs: dict[str, CachedFile | str] = {}  # etag -> proven (path empty) or why not
 
@@ -143,11 +143,7 @@ class RepoScan:
         return "" if stat.S_ISDIR(mode) else what_is(mode)
 
     def _served_link(self, path: str) -> bool:
-        """True for a link the entrypoint made into the baked assets: bake's own, never a run's."""
-        try:
-            return os.readlink(path).startswith(self.served_root)
-        except OSError:
-            return False
+        return served_link(path, self.served_root)
 
     def refs(self) -> dict[str, str]:
         """Map each commit a ref names to that ref (``main`` first); a bad ref is a problem."""
@@ -259,6 +255,14 @@ class RepoScan:
             what = "sha256" if lfs else "git blob id"
             return f"its blob's bytes do not match its name: {what} {seen}, named {etag} (a damaged cache)"
         return CachedFile("", size, sha256, lfs_pointer_blob(sha256, size) if lfs else etag, lfs)
+
+
+def served_link(path: str, served_root: str) -> bool:
+    """True for a link the entrypoint made into the baked assets: bake's own, never a run's."""
+    try:
+        return os.readlink(path).startswith(served_root.rstrip("/") + "/")
+    except OSError:
+        return False
 
 
 def repo_of(folder: str) -> tuple[str, str] | None:
