@@ -677,9 +677,16 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_harvest_parser(sub: argparse._SubParsersAction) -> None:
+    from bake.harvest import command  # its options, output and exit codes live with it
+
+    command.add_parser(sub)
+
+
 # A command is a function that adds its sub-parser (with ``run`` set to its handler), listed here.
 COMMANDS = [
     _add_add_parser,
+    _add_harvest_parser,
     _add_fetch_parser,
     _add_verify_parser,
     _add_manifest_parser,

@@ -12,7 +12,7 @@ from dataclasses import field as dataclass_field
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
-from bake import consumers, hubtable, servefile
+from bake import consumers, hubtable, offline, servefile
 from bake.errors import ManifestError
 from bake.hashes import SHA256_HEX
 from bake.tables import expect_table, refuse_unknown_keys
@@ -25,7 +25,7 @@ _REQUIRED_KEYS = ("name", "path", "sha256", "urls")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Root names bake writes itself, beside the assets.
-RESERVED_ROOT_NAMES = ("SHA256SUMS", "bake.lock.json", consumers.SERVE_NAME)
+RESERVED_ROOT_NAMES = ("SHA256SUMS", "bake.lock.json", consumers.SERVE_NAME, offline.NAME)
 SCHEMES = ("https", "http", "file", "hf")
 
 # The contract's bound on a manifest, checked before a byte is parsed.

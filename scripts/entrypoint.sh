@@ -1501,6 +1501,65 @@ _serve_all() { # serve every loc of bake.serve, in its order
 	done
 }
 
+# --- BAKE_OFFLINE=1
+
+_offline_ok() { # $1 consumer, $2 variable, $3 value: succeed for a switch bake.offline may hold (SERVE_FORMAT.md)
+	case $1 in '' | [!A-Za-z0-9]* | *[!A-Za-z0-9._-]*) return 1 ;; esac
+	case $2 in
+	'' | [!A-Za-z_]* | *[!A-Za-z0-9_]* | PATH | IFS | ENV | BASH_ENV | CDPATH | PWD | OLDPWD | HOME | SHELL | PS4 | TMPDIR | \
+		JAVA_TOOL_OPTIONS | LD_* | PYTHON* | PERL5* | RUBY* | NODE_* | BAKE_*) return 1 ;;
+	esac
+	case $3 in
+	@*) case ${3#@} in *[!A-Za-z0-9._/-]*) return 1 ;; esac && _plain_path "${3#@}" ;;
+	'' | *[!A-Za-z0-9._-]*) return 1 ;;
+	esac
+}
+
+_baked_whole() { # $1 consumer: succeed when it has a set record and no location of it went unserved in this start
+	local IFS="$_nl" record
+	_find set "$1" || return 1
+	for record in $_head; do
+		case $record in "loc$_tab"*) ;; *) continue ;; esac
+		_split "$record"
+		[ "$_3" = "$1" ] || continue
+		_tally_of "$_2"
+		[ "$_n" -eq 0 ] || return 1
+	done
+}
+
+_offline() { # export each fully baked consumer's own offline switches, as $_assets/bake.offline lists them
+	local file="$_assets/bake.offline" line number=0 consumer var value current exported=''
+	if [ ! -f "$file" ] || [ ! -r "$file" ]; then
+		_say "warning: BAKE_OFFLINE=1: $file: expected the offline switches bake seal writes, saw no readable file; no switch exported: reseal with this bake"
+		return 0
+	fi
+	while IFS= read -r line || [ -n "$line" ]; do
+		number=$((number + 1))
+		if [ "$number" -eq 1 ]; then
+			[ "$line" = '# bake offline v1' ] && continue
+			_say "warning: BAKE_OFFLINE=1: $file: expected '# bake offline v1' as its first line, saw another; no switch exported"
+			return 0
+		fi
+		case $line in '' | '#'*) continue ;; esac
+		_split "$line"
+		consumer=$_1 var=$_2 value=$_3
+		if [ "$line" != "$consumer$_tab$var$_tab$value" ] || ! _offline_ok "$consumer" "$var" "$value"; then
+			_say "warning: BAKE_OFFLINE=1: $file line $number: expected CONSUMER, VAR and VALUE (a word, or @PATH in the asset directory), saw another line; skipped"
+			continue
+		fi
+		_baked_whole "$consumer" || continue
+		case $value in @*) value=$_assets/${value#@} ;; esac
+		eval "current=\${$var:-}"
+		if [ -n "$current" ] && [ "$current" != "$value" ]; then
+			_say "warning: BAKE_OFFLINE=1: $var='$current' is the job's own and is left as is; offline, $consumer would read $var='$value'"
+			continue
+		fi
+		_export "$var" "$value"
+		exported="$exported $var"
+	done <"$file"
+	[ -z "$exported" ] || _notes="$_notes; offline:$exported"
+}
+
 _main() {
 	_t0='' _unserved=0 _notes='' _exports='' _jobcount=0 _jobtmp='' _jobnames='' _tally='' _require='' _seed='' _verify='' _report=1
 	_reason='' _missing='' _why='' _hostile='' _copier='' _lockless='' _beat='' _tmp_stamp='' _copies=0 _copy_bytes=0
@@ -1513,11 +1572,13 @@ _main() {
 	if _flag BAKE_REQUIRE 0; then _require=1; fi
 	if _flag BAKE_SEED 1; then _seed=1; fi
 	if _flag BAKE_VERIFY 0; then _verify=1; fi
+	_offline_on='' && if _flag BAKE_OFFLINE 0; then _offline_on=1; fi
 	_assets=${BAKE_ASSETS:-/opt/bake/assets}
 	case $_assets in /*) ;; *) _assets=$PWD/$_assets ;; esac
 	_load_serve || _no_assets "$@"
 	if [ -n "$_verify" ]; then _verify; fi
 	_serve_all
+	[ -z "$_offline_on" ] || _offline
 	if [ "$_unserved" -gt 0 ] && [ -n "$_require" ]; then
 		_say "error: BAKE_REQUIRE=1: $_unserved location(s) above cannot serve the baked files from $_assets; fix them or unset BAKE_REQUIRE; job not started"
 		exit 6

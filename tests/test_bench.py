@@ -41,7 +41,7 @@ SECONDS = {
     "base_bump": ["build_seconds", "push_seconds"],
     "fresh_builder": ["publish_seconds", "seconds"],
     "entrypoint": ["median_ms_entrypoint_true", "median_ms_entrypoint_true_unset", "median_ms_true"],
-    "scale": ["digest_seconds", "seal_seconds"],
+    "scale": ["digest_seconds", "seal_seconds", "harvest_seconds"],
 }
 SCALE_CASES = ("fresh", "empty", "served", "cp -rs", "node", "node served", "hub fresh", "hub served")
 ZERO_ASSET_BYTES = {
@@ -188,6 +188,11 @@ def test_every_scale_case_is_measured_at_every_count(report: dict) -> None:
     for row in scale["files"].values():
         assert all(0 < row[case] < 60_000 for case in SCALE_CASES), row
     assert set(scale["ratios"]) == set(SCALE_CASES) and scale["ratio_of"] == [10, 100]
+
+
+def test_harvest_names_every_damaged_cached_file(report: dict) -> None:
+    scale = report["measures"]["scale"]
+    assert scale["harvest_files"] == 100 and scale["harvest_not_pinned"] == scale["harvest_bad_files"] == 1
 
 
 def test_the_machine_is_described(report: dict) -> None:

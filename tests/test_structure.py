@@ -32,12 +32,14 @@ LAYERS = {
         "bake.tables",
         "bake.reference",
         "bake.servefile",
+        "bake.offline",
     ],
     "the manifest and the consumer table": [
         "bake.locations",
         "bake.hubtable",
         "bake.hub",
         "bake.hub.layout",
+        "bake.hub.scan",
         "bake.consumers",
         "bake.manifest",
     ],
@@ -81,6 +83,13 @@ LAYERS = {
         "bake.testing.serve",
         "bake.testing.plugin",
         "bake.testing.test_image",
+    ],
+    "harvesting a job's caches": [
+        "bake.harvest",
+        "bake.harvest.caches",
+        "bake.harvest.pin",
+        "bake.harvest.diff",
+        "bake.harvest.command",
     ],
     "the command line": ["bake.cli", "bake.__main__"],
 }

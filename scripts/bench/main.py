@@ -18,7 +18,8 @@ One run measures, and prints as a table:
   8. an agent's pull of the stand-in's ci_base, twice (bench/fleet.py);
   9. scale: job start at 10, 1,000 and 10,000 files (fresh, empty, served; node storage; a Hub
      repository), beside `cp -rs` of the same tree, and `bake manifest digest` and `bake seal` at
-     10,000 Hub files; drawn as docs/performance-scale.png (matplotlib: the [bench] extra);
+     10,000 Hub files, and `bake harvest` of 10,000 cached Hub files, 1 in 100 damaged; drawn as
+     docs/performance-scale.png (matplotlib: the [bench] extra);
  10. runner line: `bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"` where
      vLLM's native runner calls it (fresh TMPDIR and XDG_CACHE_HOME, an HF_HOME an earlier job
      seeded), at 3, 9 and 27 locations (bench/runner_line.py).
