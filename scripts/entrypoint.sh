@@ -305,6 +305,18 @@ _parts() { # $1 kind (dir, place or skip), $2 consumer: sets _list to its record
 	done
 }
 
+_unsafe_var() { # $1 a variable name: succeed when a location may not name it (servefile.REFUSED): malformed, or read by a shell, the loader or libc to decide what runs
+	case $1 in
+	'' | [!A-Za-z_]* | *[!A-Za-z0-9_]* | PATH | IFS | ENV | BASH_* | BASHOPTS | SHELLOPTS | \
+		POSIXLY_CORRECT | EXECIGNORE | GLOBIGNORE | FUNCNEST | FCEDIT | PROMPT_COMMAND | PS0 | PS1 | \
+		PS2 | PS3 | PS4 | OPTIND | TMOUT | CDPATH | PWD | OLDPWD | HOME | SHELL | _ | TMPDIR | LD_* | \
+		GCONV_PATH | GETCONF_DIR | GLIBC_TUNABLES | HOSTALIASES | LOCALDOMAIN | LOCPATH | MUSL_LOCPATH | \
+		MALLOC_* | NIS_PATH | NLSPATH | RESOLV_HOST_CONF | RES_OPTIONS | TZDIR | PYTHON* | PERL5* | \
+		RUBY* | NODE_* | JAVA_TOOL_OPTIONS | BAKE_*) return 0 ;;
+	esac
+	return 1
+}
+
 _load_loc() { # loc ID CONSUMER MODE VAR SUB FALLBACK: check a loc record, or set _reason and fail
 	local expected="MODE export with no SUB or FALLBACK, or under with /PATH, \$HOME[/PATH] or an earlier @ID"
 	case $2 in '' | *[!A-Za-z0-9_.-]*) _reason="an ID of letters, digits, _ . -, saw '$2'" && return 1 ;; esac
@@ -313,17 +325,10 @@ _load_loc() { # loc ID CONSUMER MODE VAR SUB FALLBACK: check a loc record, or se
 	- | [A-Za-z0-9]*) case $3 in -) ;; *[!A-Za-z0-9._-]*) _reason="a CONSUMER name or -, saw '$3'" && return 1 ;; esac ;;
 	*) _reason="a CONSUMER name or -, saw '$3'" && return 1 ;;
 	esac
-	case $5 in
-	'' | [!A-Za-z_]* | *[!A-Za-z0-9_]* | PATH | IFS | ENV | BASH_* | BASHOPTS | SHELLOPTS | \
-		POSIXLY_CORRECT | EXECIGNORE | GLOBIGNORE | FUNCNEST | FCEDIT | PROMPT_COMMAND | PS0 | PS1 | \
-		PS2 | PS3 | PS4 | OPTIND | TMOUT | CDPATH | PWD | OLDPWD | HOME | SHELL | _ | TMPDIR | LD_* | \
-		GCONV_PATH | GETCONF_DIR | GLIBC_TUNABLES | HOSTALIASES | LOCALDOMAIN | LOCPATH | MUSL_LOCPATH | \
-		MALLOC_* | NIS_PATH | NLSPATH | RESOLV_HOST_CONF | RES_OPTIONS | TZDIR | PYTHON* | PERL5* | \
-		RUBY* | NODE_* | JAVA_TOOL_OPTIONS | BAKE_*)
+	if _unsafe_var "$5"; then
 		_reason="a variable name other than PATH, IFS, ENV, BASH_*, BASHOPTS, SHELLOPTS, POSIXLY_CORRECT, EXECIGNORE, GLOBIGNORE, FUNCNEST, FCEDIT, PROMPT_COMMAND, PS0, PS1, PS2, PS3, PS4, OPTIND, TMOUT, CDPATH, PWD, OLDPWD, HOME, SHELL, _, TMPDIR, LD_*, GCONV_PATH, GETCONF_DIR, GLIBC_TUNABLES, HOSTALIASES, LOCALDOMAIN, LOCPATH, MUSL_LOCPATH, MALLOC_*, NIS_PATH, NLSPATH, RESOLV_HOST_CONF, RES_OPTIONS, TZDIR, PYTHON*, PERL5*, RUBY*, NODE_*, JAVA_TOOL_OPTIONS and BAKE_*, saw '$5'"
 		return 1
-		;;
-	esac
+	fi
 	[ -z "$6" ] || _plain_path "$6" || { _reason="SUB as plain relative components, saw '$6'" && return 1; }
 	case $4:$6:$7 in
 	export:: | under:*:\$HOME | under:*:/) return 0 ;;
@@ -1505,10 +1510,7 @@ _serve_all() { # serve every loc of bake.serve, in its order
 
 _offline_ok() { # $1 consumer, $2 variable, $3 value: succeed for a switch bake.offline may hold (SERVE_FORMAT.md)
 	case $1 in '' | [!A-Za-z0-9]* | *[!A-Za-z0-9._-]*) return 1 ;; esac
-	case $2 in
-	'' | [!A-Za-z_]* | *[!A-Za-z0-9_]* | PATH | IFS | ENV | BASH_ENV | CDPATH | PWD | OLDPWD | HOME | SHELL | PS4 | TMPDIR | \
-		JAVA_TOOL_OPTIONS | LD_* | PYTHON* | PERL5* | RUBY* | NODE_* | BAKE_*) return 1 ;;
-	esac
+	! _unsafe_var "$2" || return 1
 	case $3 in
 	@*) case ${3#@} in *[!A-Za-z0-9._/-]*) return 1 ;; esac && _plain_path "${3#@}" ;;
 	'' | *[!A-Za-z0-9._-]*) return 1 ;;

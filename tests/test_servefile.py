@@ -274,10 +274,13 @@ def test_every_variable_that_decides_what_runs_is_refused() -> None:
 
 def test_the_entrypoint_refuses_exactly_the_python_table() -> None:
     script = (Path(__file__).resolve().parents[1] / "scripts/entrypoint.sh").read_text()
-    body = script[script.index("_load_loc() {") :]
-    pattern = re.search(r"case \$5 in\n(.*?)\)\n\t\t_reason=\"(.*?)\"\n", body, re.DOTALL)
-    assert pattern is not None, "the entrypoint's _load_loc has no case on the VAR field"
+    body = script[script.index("_unsafe_var() {") :]
+    pattern = re.search(r"case \$1 in\n(.*?)\) return 0 ;;\n", body, re.DOTALL)
+    assert pattern is not None, "the entrypoint's _unsafe_var has no case on the variable name"
     names = [word.strip() for word in pattern.group(1).replace("\\\n", "").split("|")]
     malformed = ["''", "[!A-Za-z_]*", "*[!A-Za-z0-9_]*"]
     assert sorted(names) == sorted([*malformed, *servefile.REFUSED])
-    assert pattern.group(2) == f"a variable name other than {servefile.REFUSED_TEXT}, saw '$5'"
+    loader = script[script.index("_load_loc() {") :]
+    reason = re.search(r"if _unsafe_var \"\$5\"; then\n\t\t_reason=\"(.*?)\"\n", loader)
+    assert reason is not None, "the entrypoint's _load_loc does not refuse what _unsafe_var names"
+    assert reason.group(1) == f"a variable name other than {servefile.REFUSED_TEXT}, saw '$5'"
