@@ -223,12 +223,13 @@ def resolve(value: str, cwd: Path) -> Path:
 
 def allowed(rel: str, root: Path, env: dict[str, str], cwd: Path) -> bool:
     """Whether an added entry is inside a location, a job-local directory, or a directory that
-    `mkdir -p` makes along a location's path as written (`a/../b` needs `a`, as the consumer's does)."""
+    `mkdir -p` makes along a location's path as written (`a/../b` needs `a`, as the consumer's does),
+    TMPDIR's among them: a missing one is made as the job's own `mkdir -p` would make it."""
     path = Path(os.path.normpath(root / rel))
     home = env.get("HOME") or str(root / "home")
     xdg = env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
     written = [os.path.join(cwd, xdg, "s3tokenizer")]
-    written += [os.path.join(cwd, env[var]) for var in EXPORT_VARS if env.get(var)]
+    written += [os.path.join(cwd, env[var]) for var in (*EXPORT_VARS, "TMPDIR") if env.get(var)]
     tmp = resolve(env.get("TMPDIR") or "/tmp", cwd)
     if any(p.parent == tmp and p.name.startswith("bake-") for p in (path, *path.parents)):
         return True
