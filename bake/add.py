@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -36,8 +37,9 @@ _SHA256_KEY = re.compile(r"""^(\s*)(?:sha256|"sha256"|'sha256')\s*=""")
 
 
 def _read(path: Path, allow_http: bool) -> tuple[str, Assets]:
-    text = manifest.read_manifest_text(path)
-    return text, manifest.parse_manifest(text, source=str(path), allow_http=allow_http)
+    """The manifest's text and entries; a missing or empty manifest is one with no entries yet."""
+    text = manifest.read_manifest_text(path) if os.path.exists(path) else ""
+    return text, manifest.parse_manifest(text, source=str(path), allow_http=allow_http, allow_empty=True)
 
 
 def derive_path(url: str, table: Sequence[consumers.Consumer]) -> str:

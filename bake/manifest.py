@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
@@ -307,9 +309,12 @@ def _array_of_tables(data: dict, key: str, source: str) -> list:
     return value
 
 
-def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = False) -> Assets:
+def parse_manifest(
+    text: str, *, source: str = "<manifest>", allow_http: bool = False, allow_empty: bool = False
+) -> Assets:
     """Parse manifest text and return its assets in file order, with the consumers it declares.
 
+    ``allow_empty``: a manifest with no entries yet (``bake add`` starts one) is no error.
     Raises ManifestError for any broken rule, naming the asset or consumer.
     """
     data = _load_toml(text, source)
@@ -325,7 +330,7 @@ def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = 
     table = consumers.table(declared)
     raw_assets = _array_of_tables(data, "asset", source)
     hub_entries = hubtable.parse_entries(data.get("hub"), source)
-    if not raw_assets and not hub_entries:
+    if not raw_assets and not hub_entries and not allow_empty:
         raise ManifestError(f"{source}: no [[asset]] tables found; a manifest lists at least one asset")
     assets = [parse_asset(raw, i, allow_http=allow_http, table=table) for i, raw in enumerate(raw_assets)]
     assets += [Asset(**fields) for fields in hubtable.blob_fields(hub_entries)]
@@ -357,7 +362,15 @@ def _check_path_prefixes(assets: list[Asset]) -> None:
 def read_manifest_text(path: str | Path) -> str:
     """Return a manifest file's text, read no further than the size bound. Raises ManifestError."""
     try:
-        with open(path, "rb") as f:
+        # Non-blocking, so that a FIFO (or a device) is refused below instead of blocking open().
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            mode = os.fstat(f.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                raise ManifestError(
+                    f"manifest {str(path)!r}: expected a regular file (or a link to one), found "
+                    f"{'a directory' if stat.S_ISDIR(mode) else 'a FIFO, socket or device'}; "
+                    "give the path of the TOML file"
+                )
             # One byte past the bound shows an oversized file without reading all of it.
             data = f.read(MAX_MANIFEST_BYTES + 1)
     except OSError as exc:

@@ -51,7 +51,6 @@ def assert_one_clean_error(proc: subprocess.CompletedProcess[str], code: int) ->
 # -- finding 1: `bake add` starts a manifest ------------------------------------------------------
 
 
-@xfail("issue 28 finding 1")
 @pytest.mark.parametrize("start", ["missing", "empty", "comments only"])
 def test_add_starts_a_manifest(tmp_path: Path, source: Path, start: str) -> None:
     target = tmp_path / "assets.toml"
@@ -138,7 +137,6 @@ def test_errors_from_add_point_at_no_manifest_entry(tmp_path: Path, clean_net_en
 # -- issue 29 finding 10: a FIFO as the manifest ----------------------------------------------------
 
 
-@xfail("issue 29 finding 10")
 def test_add_refuses_a_fifo_as_the_manifest_and_never_blocks(tmp_path: Path, source: Path) -> None:
     fifo = tmp_path / "assets.toml"
     os.mkfifo(fifo)
