@@ -132,8 +132,10 @@ def staged(target: Path) -> Iterator[Path]:
     try:
         yield staging
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            staging.unlink()
+        # Only what was made: on a read-only filesystem even unlinking a missing name fails (EROFS).
+        if os.path.lexists(staging):
+            with contextlib.suppress(FileNotFoundError):
+                staging.unlink()
 
 
 def commit(staging: Path, target: Path, *, durable: bool = True) -> None:
