@@ -93,7 +93,6 @@ def fetch_one(tmp_path: Path, url: str, *, size: int | None = len(DATA)) -> subp
                 "--attempts", "3")  # fmt: skip
 
 
-@xfail("issue 28 finding 4")
 @pytest.mark.parametrize("what", ["a directory", "an unknown host"])
 def test_a_permanent_error_is_not_retried_nor_blamed_on_the_network(tmp_path: Path, what: str) -> None:
     url = (tmp_path / "a-directory").as_uri() if what == "a directory" else "https://no-such-host.invalid/m"
@@ -104,7 +103,6 @@ def test_a_permanent_error_is_not_retried_nor_blamed_on_the_network(tmp_path: Pa
     assert "--attempts" not in proc.stderr and "flaky" not in proc.stderr, proc.stderr
 
 
-@xfail("issue 28 finding 4")
 def test_a_resolver_that_cannot_answer_now_is_transient() -> None:
     import socket
 
@@ -116,7 +114,6 @@ def test_a_resolver_that_cannot_answer_now_is_transient() -> None:
     ).retryable
 
 
-@xfail("issue 28 finding 4")
 def test_a_size_mismatch_says_fix_the_manifest(tmp_path: Path, source: Path) -> None:
     proc = fetch_one(tmp_path, source.as_uri(), size=len(DATA) + 1)
     errors = assert_one_clean_error(proc, 3)
@@ -124,7 +121,6 @@ def test_a_size_mismatch_says_fix_the_manifest(tmp_path: Path, source: Path) -> 
     assert "fix the source" not in errors, errors
 
 
-@xfail("issue 28 finding 4")
 def test_errors_from_add_point_at_no_manifest_entry(tmp_path: Path, clean_net_env: None) -> None:
     with Mirror({}) as served:
         proc = add(tmp_path / "assets.toml", served.url("/missing.bin"), tmp_path / "cache")
