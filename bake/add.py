@@ -9,8 +9,8 @@ is refused), which are what ``bake fetch`` verifies. The manifest is edited as
 text plus one entry rendered by tomlkit: every byte outside the new entry
 survives, comments and odd formatting included. The edit follows a symlinked
 manifest to its target and runs under a lock, on the manifest as it is then
-(bake.manifestedit), so two adds at once keep both entries. URL credentials are
-never written: they belong in a mirror.
+(bake.manifestedit), so two adds at once keep both entries. URL credentials (userinfo,
+and query parameters such as ``?token=``) are never written: they belong in a mirror.
 """
 
 from __future__ import annotations
@@ -88,20 +88,25 @@ def _fetch_known(asset: Asset, options: FetchOptions) -> int:
     return record.size
 
 
-def without_userinfo(url: str) -> str:
-    """``url`` with any ``user:password@`` taken out, and a warning saying where credentials belong."""
+def without_credentials(url: str) -> str:
+    """``url`` without ``user:password@`` and without query parameters that look like credentials
+    (``?token=``, a presigned URL's signature), with a warning saying where credentials belong."""
     parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
+    query = [p for p in parts.query.split("&") if p] if parts.query else []
+    kept = [p for p in query if not manifest.is_credential_param(p.partition("=")[0])]
+    in_userinfo = parts.username is not None or parts.password is not None
+    if not in_userinfo and kept == query:
         return url
+    dropped = [p.partition("=")[0] for p in query if p not in kept]
+    what = ["USER:PASSWORD@" if in_userinfo else "", *(f"?{name}=" for name in dropped)]
     log.warning(
-        "the credentials in %s are not written to the manifest, which is committed and read by "
-        "every build; give them to a build as a mirror instead: --mirror PREFIX=%s://USER:PASSWORD@%s/… "
-        "(or BAKE_MIRRORS), and in a docker build through the bake_mirrors secret",
+        "the credentials in %s (%s) are not written to the manifest, which is committed and read by "
+        "every build; give them to builds as a mirror instead: --mirror PREFIX=REPLACEMENT, the "
+        "REPLACEMENT carrying them (or BAKE_MIRRORS), and in a docker build through the bake_mirrors secret",
         manifest.redact_url(url),
-        parts.scheme,
-        parts.hostname,
+        ", ".join(w for w in what if w),
     )
-    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2], query="&".join(kept)).geturl()
 
 
 def render_entry(asset: Asset) -> str:
@@ -163,7 +168,7 @@ def add(
     text, assets = _read(manifest_path, options.allow_http)
     table = assets.consumers()
     manifest.check_url(url, allow_http=options.allow_http, where="bake add")
-    written = without_userinfo(url)
+    written = without_credentials(url)
     path = path or derive_path(written, table)
     name = name or derive_name(written, path)
     _check_unused(assets, manifest_path, name, path)

@@ -105,17 +105,42 @@ def is_loopback_host(host: str | None) -> bool:
         return False
 
 
-def redact_url(url: str) -> str:
-    """Return ``url`` with any password replaced by ``***``, for messages and reports.
+# Query parameters that carry a secret: tokens, keys, passwords, and the signatures of presigned
+# URLs (S3's X-Amz-*, Google's X-Goog-*, Azure's SAS ``sig``). A name that contains one of the
+# words counts, whatever its case.
+_CREDENTIAL_PARAM = re.compile(
+    r"token|secret|passw|signature|credential|api_?key|^(sig|key|auth|pwd|code)$", re.IGNORECASE
+)
 
-    Plain string surgery, not urlsplit: it must also work on a URL too broken to parse.
+
+def is_credential_param(name: str) -> bool:
+    """Return whether a query parameter named ``name`` looks like it carries a credential."""
+    return bool(_CREDENTIAL_PARAM.search(name))
+
+
+def _redact_query(query: str) -> str:
+    return "&".join(
+        f"{name}=***" if sep and is_credential_param(name) else f"{name}{sep}{value}"
+        for name, sep, value in (part.partition("=") for part in query.split("&"))
+    )
+
+
+def redact_url(url: str) -> str:
+    """Return ``url`` with any password, and any query value that looks like a credential, as ``***``.
+
+    For messages and reports. Plain string surgery, not urlsplit: it must also work on a URL too
+    broken to parse.
     """
     scheme, sep, rest = url.partition("://")
     end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
     userinfo, at, hostport = rest[:end].rpartition("@")
-    if not sep or not at or ":" not in userinfo:
-        return url
-    return f"{scheme}://{userinfo.partition(':')[0]}:***@{hostport}{rest[end:]}"
+    if sep and at and ":" in userinfo:
+        rest = f"{userinfo.partition(':')[0]}:***@{hostport}{rest[end:]}"
+    before, question, query = rest.partition("?")
+    if question:
+        query, hash_, fragment = query.partition("#")
+        rest = f"{before}?{_redact_query(query)}{hash_}{fragment}"
+    return f"{scheme}{sep}{rest}"
 
 
 def check_url(url: str, *, allow_http: bool, where: str) -> None:
