@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from bake import manifest
 from tests.mirror import Mirror
 
-from . import KIB, bake, blob, error_text, manifest_text, sha256
+from . import KIB, REPO, bake, blob, cli_env, error_text, manifest_text, sha256
 
 DATA = blob(64 * KIB, "first-hour")
 pytestmark = pytest.mark.timeout(120)
@@ -168,3 +169,226 @@ def test_add_writes_no_query_credentials(tmp_path: Path, clean_net_env: None, pa
 )
 def test_messages_never_show_a_query_credential(url: str, shown: str) -> None:
     assert manifest.redact_url(url) == shown
+
+
+# -- finding 5: mistakes that pass in silence -----------------------------------------------------------
+
+
+def write_manifest(tmp_path: Path, url: str, path: str = "data/model.bin") -> Path:
+    target = tmp_path / "assets.toml"
+    target.write_text(manifest_text([{"name": "model", "path": path, "sha256": sha256(DATA), "urls": [url]}]))
+    return target
+
+
+def fetched(tmp_path: Path, source: Path, path: str = "data/model.bin") -> tuple[Path, Path]:
+    """A manifest of one asset, fetched into tmp_path/dest; returns both."""
+    target = write_manifest(tmp_path, source.as_uri(), path)
+    dest = tmp_path / "dest"
+    proc = bake("fetch", "--manifest", target, "--dest", dest, "--cache-dir", tmp_path / "c")
+    assert proc.returncode == 0, proc.stderr
+    return target, dest
+
+
+@xfail("issue 28 finding 5")
+def test_a_typo_in_a_consumer_prefix_is_named(tmp_path: Path, source: Path) -> None:
+    target = write_manifest(tmp_path, source.as_uri(), "tiktokn/o200k_base.tiktoken")
+    proc = bake("fetch", "--manifest", target, "--dest", tmp_path / "dest", "--cache-dir", tmp_path / "c")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("tiktokn/") == 1 and "did you mean 'tiktoken/'" in proc.stderr, proc.stderr
+
+
+@xfail("issue 28 finding 5")
+def test_doctor_on_an_unsealed_directory_is_no_pass(tmp_path: Path, source: Path) -> None:
+    _, dest = fetched(tmp_path, source)
+    proc = bake("doctor", "--assets", dest)
+    errors = assert_one_clean_error(proc, 3)
+    assert "bake seal" in errors, errors
+
+
+@xfail("issue 28 finding 5")
+@pytest.mark.parametrize("url", ["file:../x.bin", "file:x.bin", "file://build-host/srv/x.bin"])
+def test_a_file_url_a_build_would_misread_is_refused(tmp_path: Path, url: str) -> None:
+    proc = bake("manifest", "--manifest", write_manifest(tmp_path, url))
+    errors = assert_one_clean_error(proc, 2)
+    assert url in errors and "file:///" in errors, errors
+
+
+# -- finding 6: integrity holes in --dest ---------------------------------------------------------------
+
+
+@xfail("issue 28 finding 6")
+@pytest.mark.parametrize("command", ["verify", "seal"])
+def test_a_link_out_of_dest_fails_verify_and_seal(tmp_path: Path, source: Path, command: str) -> None:
+    target, dest = fetched(tmp_path, source)
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(DATA)
+    (dest / "data/model.bin").unlink()
+    (dest / "data/model.bin").symlink_to(outside)
+    proc = bake(command, "--manifest", target, "--dest", dest)
+    errors = assert_one_clean_error(proc, 3)
+    assert "data/model.bin" in errors and "link" in errors, errors
+
+
+@xfail("issue 28 finding 6")
+def test_seal_refuses_stray_files_and_removes_them_when_asked(tmp_path: Path, source: Path) -> None:
+    target, dest = fetched(tmp_path, source)
+    (dest / "data/old.bin").write_bytes(b"an entry since removed from the manifest")
+    proc = bake("seal", "--manifest", target, "--dest", dest)
+    errors = assert_one_clean_error(proc, 2)
+    assert "data/old.bin" in errors and "--remove-stray" in errors, errors
+    assert (dest / "data/old.bin").exists()
+    proc = bake("seal", "--manifest", target, "--dest", dest, "--remove-stray")
+    assert proc.returncode == 0, proc.stderr
+    assert not (dest / "data/old.bin").exists() and (dest / "data/model.bin").exists()
+
+
+# -- finding 7: one exit code for a read-only --dest and its read-only parent ------------------------------
+
+
+@pytest.mark.parametrize("where", [pytest.param("dest", marks=xfail("issue 28 finding 7")), "parent"])
+def test_a_read_only_dest_and_a_read_only_parent_exit_alike(
+    tmpfs, tmp_path: Path, source: Path, where: str
+) -> None:
+    mount = tmpfs("ro", 1024 * KIB)
+    dest = mount if where == "dest" else mount / "dest"
+    subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+    proc = bake("fetch", "--manifest", write_manifest(tmp_path, source.as_uri()), "--dest", dest,
+                "--cache-dir", tmp_path / "c")  # fmt: skip
+    errors = assert_one_clean_error(proc, 2)
+    assert f"--dest {dest}" in errors, errors
+
+
+# -- finding 8: output ----------------------------------------------------------------------------------
+
+
+def failing_fetch(tmp_path: Path, source: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    good = {"name": "good", "path": "data/good.bin", "sha256": sha256(DATA), "urls": [source.as_uri()]}
+    bad = {"name": "bad", "path": "data/bad.bin", "sha256": sha256(DATA), "urls": [source.as_uri() + ".gone"]}
+    target = tmp_path / "assets.toml"
+    target.write_text(manifest_text([good, bad]))
+    return bake("fetch", "--manifest", target, "--dest", tmp_path / "dest", "--cache-dir", tmp_path / "c",
+                *args)  # fmt: skip
+
+
+@xfail("issue 28 finding 8")
+def test_a_failure_is_stated_once(tmp_path: Path, source: Path) -> None:
+    proc = failing_fetch(tmp_path, source)
+    assert_one_clean_error(proc, 3)
+    assert proc.stderr.count(".gone") == 1, proc.stderr
+    assert not any(line.rstrip().endswith(":") and "tried" in line for line in proc.stderr.splitlines())
+
+
+@xfail("issue 28 finding 8")
+@pytest.mark.parametrize("to", ["file", "stdout"])
+def test_json_is_complete_on_failure(tmp_path: Path, source: Path, to: str) -> None:
+    import json
+
+    report = tmp_path / "report.json"
+    proc = failing_fetch(tmp_path, source, "--json", str(report) if to == "file" else "-")
+    assert proc.returncode == 3, proc.stderr
+    doc = json.loads(report.read_text() if to == "file" else proc.stdout)
+    by_name = {a["name"]: a for a in doc["assets"]}
+    assert by_name["good"]["ok"] is True and by_name["bad"]["ok"] is False, doc
+    assert ".gone" in by_name["bad"]["error"], doc
+    assert not (REPO / "-").exists()
+
+
+@xfail("issue 28 finding 8")
+def test_no_doubled_prefix(tmp_path: Path) -> None:
+    proc = bake("fetch", "--dst", tmp_path)
+    line = assert_one_clean_error(proc, 2).splitlines()[0]
+    assert line.startswith("bake: error: ") and "bake: error: bake" not in line, line
+
+
+# -- finding 9: conventions ------------------------------------------------------------------------------
+
+
+@xfail("issue 28 finding 9")
+@pytest.mark.parametrize(
+    "command", ["fetch", "verify", "manifest", "doctor", "seal", "add", "check-context", "publish", "pin",
+                "cache prune"]
+)  # fmt: skip
+def test_q_and_v_are_taken_after_every_subcommand(tmp_path: Path, command: str) -> None:
+    for flag in ("-q", "-v", "--quiet", "--verbose"):
+        proc = bake(*command.split(), flag, cwd=tmp_path)
+        assert "Traceback" not in proc.stderr and proc.returncode in (0, 2, 3, 4), proc.stderr
+        assert f"unknown option {flag}" not in proc.stderr and "unrecognized" not in proc.stderr, proc.stderr
+
+
+@xfail("issue 28 finding 9")
+def test_seal_says_what_it_did(tmp_path: Path, source: Path) -> None:
+    target, dest = fetched(tmp_path, source)
+    proc = bake("seal", "--manifest", target, "--dest", dest)
+    assert proc.returncode == 0 and "sealed" in proc.stdout, (proc.stdout, proc.stderr)
+
+
+@xfail("issue 28 finding 9")
+@pytest.mark.parametrize(
+    ("argv", "env", "named"),
+    [
+        (["fecth"], {}, "did you mean fetch?"),
+        (["fetch", "--dest", "d", "--connections", "abc"], {}, "--connections"),
+        (["fetch", "--dest", "d"], {"BAKE_MIRRORS": "garbage"}, "BAKE_MIRRORS"),
+    ],
+)
+def test_errors_name_the_mistake(
+    tmp_path: Path, source: Path, argv: list[str], env: dict, named: str
+) -> None:
+    target = write_manifest(tmp_path, source.as_uri())
+    proc = bake(*argv, "--manifest", target, cwd=tmp_path, env=env) if argv != ["fecth"] else bake(*argv)
+    errors = assert_one_clean_error(proc, 2)
+    assert named in errors, errors
+    assert "_positive_int" not in errors, errors
+
+
+@xfail("issue 28 finding 9")
+def test_a_sha256_prefix_is_named_with_drop_the_prefix(tmp_path: Path) -> None:
+    target = tmp_path / "assets.toml"
+    target.write_text(manifest_text([{"name": "m", "path": "d/m", "sha256": "sha256:" + sha256(DATA),
+                                      "urls": ["file:///x"]}]))  # fmt: skip
+    errors = assert_one_clean_error(bake("manifest", "--manifest", target), 2)
+    assert "drop the prefix" in errors, errors
+
+
+@xfail("issue 28 finding 9")
+def test_a_manifest_with_a_bom_reads(tmp_path: Path, source: Path) -> None:
+    target = write_manifest(tmp_path, source.as_uri())
+    target.write_bytes(b"\xef\xbb\xbf" + target.read_bytes())
+    proc = bake("manifest", "digest", "--manifest", target)
+    assert proc.returncode == 0, proc.stderr
+
+
+# -- finding 10: defaults that fit ------------------------------------------------------------------------
+
+
+@xfail("issue 28 finding 10")
+def test_bake_manifest_names_the_manifest_and_the_option_wins(tmp_path: Path, source: Path) -> None:
+    named = write_manifest(tmp_path, source.as_uri())
+    proc = bake("manifest", "digest", cwd=tmp_path, env={"BAKE_MANIFEST": str(named)})
+    assert proc.returncode == 0, proc.stderr
+    proc = bake("manifest", "digest", "--manifest", tmp_path / "other.toml", cwd=tmp_path,
+                env={"BAKE_MANIFEST": str(named)})  # fmt: skip
+    assert proc.returncode == 2 and "other.toml" in proc.stderr, proc.stderr
+
+
+@xfail("issue 28 finding 10")
+def test_a_small_file_without_a_size_fetches_on_a_small_disk(tmpfs, tmp_path: Path, source: Path) -> None:
+    small = tmpfs("small", 8 * 1024 * KIB)
+    target = tmp_path / "assets.toml"
+    target.write_text(
+        manifest_text([{"name": "m", "path": "d/m", "sha256": sha256(DATA), "urls": [source.as_uri()]}])
+    )
+    proc = bake("fetch", "--manifest", target, "--dest", small / "dest", "--cache-dir", small / "cache")
+    assert proc.returncode == 0, proc.stderr
+
+
+@xfail("issue 28 finding 10")
+@pytest.mark.parametrize("where", ["HF_TOKEN_PATH", "HF_HOME/token"])
+def test_the_stored_hub_token_is_honoured(tmp_path: Path, where: str) -> None:
+    token = tmp_path / "token"
+    token.write_text("hf_stored\n")
+    env = {"HF_TOKEN_PATH": str(token)} if where == "HF_TOKEN_PATH" else {"HF_HOME": str(tmp_path)}
+    code = "from bake.fetch.sources import hf_token; print(hf_token())"
+    proc = subprocess.run([sys.executable, "-c", code], env=cli_env({"HF_TOKEN": "", **env}),
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert proc.stdout.strip() == "hf_stored", proc.stderr
