@@ -361,6 +361,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _selected(args: argparse.Namespace) -> list[manifest.Asset]:
     assets = manifest.load_manifest(args.manifest, allow_http=args.allow_http)
+    for warning in manifest.near_misses(assets):
+        log.warning("warning: %s", warning)
     return manifest.select(assets, args.group)
 
 
@@ -525,13 +527,18 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     root = _assets_root(args.assets)
     serve = root / consumers.SERVE_NAME
-    # The image holds no manifest: declared consumers come back from what seal wrote.
-    declared = consumers.declared_from_serve(serve.read_text(encoding="utf-8")) if serve.is_file() else []
-    table = consumers.table(declared)
     # doctor takes --assets (or BAKE_ASSETS), not verify's --manifest and --dest.
     lock = index.read_lock(
         root, "point --assets (or BAKE_ASSETS) at a baked asset root, such as /opt/bake/assets"
     )
+    if not serve.is_file():
+        raise FetchError(
+            f"--assets {root}: fetched but not sealed (no {consumers.SERVE_NAME}), so bake-entrypoint "
+            f"serves nothing from it and every consumer would download: run `bake seal --manifest M "
+            f"--dest {root}` after `bake fetch` in the image build"
+        )
+    # The image holds no manifest: declared consumers come back from what seal wrote.
+    table = consumers.table(consumers.declared_from_serve(serve.read_text(encoding="utf-8")))
     findings = consumers.doctor(root, lock, table)
     libraries = [lib for c in table for lib in c.libraries] + [c.name for c in table if not c.builtin]
     bad = _print_findings(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import ipaddress
 import json
@@ -12,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from pathlib import Path, PurePosixPath
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from bake import consumers, hubtable, servefile
 from bake.errors import ManifestError
@@ -175,6 +176,44 @@ def check_url(url: str, *, allow_http: bool, where: str) -> None:
         raise ManifestError(f"{where}: url {shown!r} must look like hf://ORG/REPO[@REVISION]/PATH")
     if scheme in ("https", "http") and not parts.hostname:
         raise ManifestError(f"{where}: url {shown!r} has no host")
+    if scheme == "file":
+        _check_file_url(url, parts, where)
+
+
+def near_misses(assets: Assets) -> list[str]:
+    """Return a warning for each asset under a directory one typo away from a consumer's prefix.
+
+    Such an asset is baked and verified but served nowhere (``tiktokn/...``), which no check refuses.
+    """
+    table = assets.consumers()
+    prefixes = [c.prefix for c in table]
+    warnings = []
+    for asset in assets:
+        top = asset.path.partition("/")[0] + "/"
+        if "/" not in asset.path or consumers.owner(asset.path, table) is not None:
+            continue
+        close = difflib.get_close_matches(top, prefixes, n=1, cutoff=0.8)
+        if close:
+            warnings.append(
+                f"asset {asset.name!r}: path {asset.path!r} lies under no consumer's prefix, so it is "
+                f"baked but served nowhere; did you mean {close[0]!r}?"
+            )
+    return warnings
+
+
+def _check_file_url(url: str, parts: SplitResult, where: str) -> None:
+    """Refuse a file: URL a build would misread: a relative one, or one that names another host."""
+    shown = redact_url(url)
+    if parts.netloc not in ("", "localhost"):
+        raise ManifestError(
+            f"{where}: url {shown!r} names the host {parts.netloc!r}; bake reads file:// URLs on this "
+            f"machine only: write file://{parts.path or '/path/to/file'} (file:/// and an absolute path)"
+        )
+    if not parts.path.startswith("/"):
+        raise ManifestError(
+            f"{where}: url {shown!r} is a relative file: URL, which would be read against whatever "
+            "directory bake runs in; write an absolute one: file:///path/to/file"
+        )
 
 
 def _check_path(path: object, where: str) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bake import consumers, index
 from tests.runners import REPO, bake
 
 
@@ -154,6 +155,10 @@ def test_manifest_check_flags_the_test_checkpoint() -> None:
 def test_doctor_exits_3_when_a_consumer_would_download(source: dict) -> None:
     assert fetch(source).returncode == 0
     dest = source["tmp"] / "dest"
+    # Fetched but not sealed: the entrypoint would serve nothing, so every consumer would download.
+    unsealed = bake("doctor", "--assets", str(dest))
+    assert unsealed.returncode == 3 and "bake seal" in unsealed.stderr, unsealed.stderr
+    assert bake("seal", "--manifest", str(source["manifest"]), "--dest", str(dest)).returncode == 0
     # The fixture's assets are no consumer's files, so nothing to judge: exit 0.
     assert bake("doctor", "--assets", str(dest)).returncode == 0
     vocab = b"vocab"
@@ -174,6 +179,8 @@ def test_doctor_exits_3_when_a_consumer_would_download(source: dict) -> None:
             }
         )
     )
+    # What seal writes beside the lock for the built-in consumers.
+    (baked / "bake.serve").write_text(consumers.serve_text(consumers.table([]), index.read_lock(baked), {}))
     empty = source["tmp"] / "empty"
     empty.mkdir()
     result = bake(

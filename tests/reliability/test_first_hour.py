@@ -189,7 +189,6 @@ def fetched(tmp_path: Path, source: Path, path: str = "data/model.bin") -> tuple
     return target, dest
 
 
-@xfail("issue 28 finding 5")
 def test_a_typo_in_a_consumer_prefix_is_named(tmp_path: Path, source: Path) -> None:
     target = write_manifest(tmp_path, source.as_uri(), "tiktokn/o200k_base.tiktoken")
     proc = bake("fetch", "--manifest", target, "--dest", tmp_path / "dest", "--cache-dir", tmp_path / "c")
@@ -197,7 +196,6 @@ def test_a_typo_in_a_consumer_prefix_is_named(tmp_path: Path, source: Path) -> N
     assert proc.stderr.count("tiktokn/") == 1 and "did you mean 'tiktoken/'" in proc.stderr, proc.stderr
 
 
-@xfail("issue 28 finding 5")
 def test_doctor_on_an_unsealed_directory_is_no_pass(tmp_path: Path, source: Path) -> None:
     _, dest = fetched(tmp_path, source)
     proc = bake("doctor", "--assets", dest)
@@ -205,7 +203,6 @@ def test_doctor_on_an_unsealed_directory_is_no_pass(tmp_path: Path, source: Path
     assert "bake seal" in errors, errors
 
 
-@xfail("issue 28 finding 5")
 @pytest.mark.parametrize("url", ["file:../x.bin", "file:x.bin", "file://build-host/srv/x.bin"])
 def test_a_file_url_a_build_would_misread_is_refused(tmp_path: Path, url: str) -> None:
     proc = bake("manifest", "--manifest", write_manifest(tmp_path, url))
