@@ -266,6 +266,11 @@ def _add_seal_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=cmd_seal)
     _add_selection(p, default_manifest=True)
     p.add_argument("--dest", required=True, type=Path)
+    p.add_argument(
+        "--remove-stray",
+        action="store_true",
+        help="remove files under --dest that no selected asset accounts for (seal refuses them otherwise)",
+    )
 
 
 def _add_check_context_parser(sub: argparse._SubParsersAction) -> None:
@@ -553,7 +558,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_seal(args: argparse.Namespace) -> int:
-    seal.seal(args.dest, _selected(args))
+    count = seal.seal(args.dest, _selected(args), remove_stray=args.remove_stray)
+    print(f"bake: sealed {count} asset(s) under {args.dest}")
     return 0
 
 

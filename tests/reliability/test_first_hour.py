@@ -213,7 +213,6 @@ def test_a_file_url_a_build_would_misread_is_refused(tmp_path: Path, url: str) -
 # -- finding 6: integrity holes in --dest ---------------------------------------------------------------
 
 
-@xfail("issue 28 finding 6")
 @pytest.mark.parametrize("command", ["verify", "seal"])
 def test_a_link_out_of_dest_fails_verify_and_seal(tmp_path: Path, source: Path, command: str) -> None:
     target, dest = fetched(tmp_path, source)
@@ -226,7 +225,6 @@ def test_a_link_out_of_dest_fails_verify_and_seal(tmp_path: Path, source: Path, 
     assert "data/model.bin" in errors and "link" in errors, errors
 
 
-@xfail("issue 28 finding 6")
 def test_seal_refuses_stray_files_and_removes_them_when_asked(tmp_path: Path, source: Path) -> None:
     target, dest = fetched(tmp_path, source)
     (dest / "data/old.bin").write_bytes(b"an entry since removed from the manifest")
@@ -312,7 +310,6 @@ def test_q_and_v_are_taken_after_every_subcommand(tmp_path: Path, command: str) 
         assert f"unknown option {flag}" not in proc.stderr and "unrecognized" not in proc.stderr, proc.stderr
 
 
-@xfail("issue 28 finding 9")
 def test_seal_says_what_it_did(tmp_path: Path, source: Path) -> None:
     target, dest = fetched(tmp_path, source)
     proc = bake("seal", "--manifest", target, "--dest", dest)
