@@ -690,7 +690,25 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
-# A command is a function that adds its sub-parser (with ``run`` set to its handler), listed here.
+# The exit codes each command may return (the contract's table; README.md's is checked against it).
+# Every command exits 2 for a usage error.
+EXIT_CODES: dict[str, tuple[int, ...]] = {
+    "add": (0, 2, 3),
+    "fetch": (0, 2, 3),
+    "verify": (0, 2, 3),
+    "manifest": (0, 2),
+    "doctor": (0, 2, 3),
+    "seal": (0, 2, 3),
+    "check-context": (0, 1, 2, 4),
+    "build": (0, 1, 2, 4, 5),
+    "publish": (0, 2, 5),
+    "pin": (0, 1, 2, 5),
+    "cache": (0, 2),
+    "--version": (0,),
+}
+
+# A command is a function that adds its sub-parser (with ``run`` set to its handler), listed here,
+# and its exit codes in EXIT_CODES.
 COMMANDS = [
     _add_add_parser,
     _add_fetch_parser,

@@ -108,3 +108,24 @@ def test_an_unmarked_block_runs_as_written(block: list[str], checkout: Path, tmp
             ["sh", "-ec", command], cwd=checkout, env=env, capture_output=True, text=True, timeout=600
         )
         assert proc.returncode == 0, f"README: {command!r} exited {proc.returncode}:\n{proc.stderr[-3000:]}"
+
+
+def _exit_code_rows() -> list[tuple[str, tuple[int, ...]]]:
+    """(command, exit codes) for each row of the README's Commands table."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `bake ([\w-]+)[^|]*(?:\|[^|\n]*)*?\| ([\d, ]+) \|$", text, re.MULTILINE)
+    return [(name, tuple(int(c) for c in codes.split(","))) for name, codes in rows]
+
+
+def test_the_exit_code_table_is_the_codes_the_commands_declare() -> None:
+    from bake.cli import COMMANDS, EXIT_CODES
+
+    rows = _exit_code_rows()
+    assert len(rows) >= len(COMMANDS), rows
+    for name, codes in rows:
+        assert codes == EXIT_CODES[name], (
+            f"README: bake {name} exits {codes}, the code declares {EXIT_CODES[name]}"
+        )
+    assert {name for name, _ in rows} == set(EXIT_CODES), (
+        "README: a command's exit codes are not in the table"
+    )

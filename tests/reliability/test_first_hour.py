@@ -240,7 +240,7 @@ def test_seal_refuses_stray_files_and_removes_them_when_asked(tmp_path: Path, so
 # -- finding 7: one exit code for a read-only --dest and its read-only parent ------------------------------
 
 
-@pytest.mark.parametrize("where", [pytest.param("dest", marks=xfail("issue 28 finding 7")), "parent"])
+@pytest.mark.parametrize("where", ["dest", "parent"])
 def test_a_read_only_dest_and_a_read_only_parent_exit_alike(
     tmpfs, tmp_path: Path, source: Path, where: str
 ) -> None:
