@@ -117,7 +117,7 @@ class _Parser(argparse.ArgumentParser):
             message = "; ".join(misspelt)
         elif misspelt:
             message = "; ".join([*misspelt, message])
-        raise UsageError(f"{parser.prog}: {message} (see `{parser.prog} --help`)")
+        raise UsageError(f"{message} (see `{parser.prog} --help`)")
 
 
 def _add_group(p: argparse.ArgumentParser, help_text: str) -> None:
@@ -189,7 +189,9 @@ def _add_fetch_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dest", required=True, type=Path, help="directory that receives the assets")
     _add_fetch_options(p)
     _add_fetch_limit(p, "--jobs", _positive_int, "assets fetched at once")
-    p.add_argument("--json", type=Path, metavar="REPORT", help="write a per-asset report here")
+    p.add_argument(
+        "--json", type=Path, metavar="REPORT", help="write a per-asset report here (-: stdout), failures too"
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
 
 
@@ -405,27 +407,26 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     options = _fetch_options(args)
     if args.dest.exists() and not args.dest.is_dir():
         raise UsageError(f"--dest {args.dest}: exists and is not a directory")
-    if args.json:
+    if args.json and str(args.json) != "-":
         _check_report_path(args.json)
     sink = None if args.quiet else progress.make_progress(sys.stderr)
     try:
         records = fetch.fetch_assets(assets, args.dest, options, sink)
     except fetch.FetchFailed as exc:
-        if args.json and (problem := _write_report(args.json, exc.records)):
-            log.error("--json %r: %s", str(args.json), problem)
+        if args.json and (problem := _write_report(args.json, assets, exc.records, exc.failures)):
+            exc.args = (f"{exc}\n--json {str(args.json)!r}: {problem}",)  # still one error, stated once
         raise
     index.write_index(args.dest, assets)
-    if args.json and (problem := _write_report(args.json, records)):
+    if args.json and (problem := _write_report(args.json, assets, records, {})):
         raise UsageError(
             f"--json {str(args.json)!r}: {problem}; the assets are installed and verified, "
             "so rerun with a writable --json path to get the report"
         )
-    log.info(
-        "%d asset(s) verified under %s (manifest digest %s)",
-        len(assets),
-        args.dest,
-        manifest.manifest_digest(assets),
-    )
+    if str(args.json) != "-":  # else the report on stdout is the result
+        print(
+            f"bake: {len(assets)} asset(s) verified under {args.dest} "
+            f"(manifest digest {manifest.manifest_digest(assets)})"
+        )
     return 0
 
 
@@ -443,23 +444,36 @@ def _check_report_path(path: Path) -> None:
     raise UsageError(f"--json {str(path)!r}: {problem}; give a writable file path for the report")
 
 
-def _write_report(path: Path, records: list) -> str | None:
-    """Write the per-asset report; return why it could not be written, or None."""
-    report = [
-        {
-            "name": r.name,
-            "path": r.path,
-            "source": r.source,
-            "bytes": r.bytes,
-            "size": r.size,
-            "seconds": round(r.seconds, 3),
-            "attempts": r.attempts,
-            "cached": r.cached,
-        }
-        for r in records
-    ]
+def _write_report(path: Path, assets: list, records: list, failures: dict) -> str | None:
+    """Write the per-asset report, one record per selected asset, failed ones too, to ``path``
+    (``-``: stdout); return why it could not be written, or None."""
+    landed = {r.name: r for r in records}
+    report = []
+    for asset in assets:
+        if (r := landed.get(asset.name)) is not None:
+            report.append(
+                {
+                    "name": r.name,
+                    "path": r.path,
+                    "ok": True,
+                    "source": r.source,
+                    "bytes": r.bytes,
+                    "size": r.size,
+                    "seconds": round(r.seconds, 3),
+                    "attempts": r.attempts,
+                    "cached": r.cached,
+                }
+            )
+        elif asset.name in failures:
+            report.append(
+                {"name": asset.name, "path": asset.path, "ok": False, "error": str(failures[asset.name])}
+            )
+    text = json.dumps({"ok": not failures, "assets": report}, indent=2) + "\n"
+    if str(path) == "-":
+        sys.stdout.write(text)
+        return None
     try:
-        path.write_text(json.dumps({"assets": report}, indent=2) + "\n", encoding="utf-8")
+        path.write_text(text, encoding="utf-8")
     except OSError as exc:
         return f"the report could not be written ({exc.strerror or exc})"
     return None

@@ -81,7 +81,10 @@ def test_fetch_of_a_lying_source_exits_3_and_leaves_nothing(source: dict) -> Non
     report = source["tmp"] / "report.json"
     result = fetch(source, "--json", str(report))
     assert result.returncode == 3, result.stderr
-    assert [r["name"] for r in json.loads(report.read_text())["assets"]] == ["one"]
+    # One record per asset, the failed one too, saying why.
+    records = json.loads(report.read_text())["assets"]
+    assert [(r["name"], r["ok"]) for r in records] == [("one", True), ("two", False)]
+    assert "sha256" in records[1]["error"]
     assert "two" in result.stderr
     assert "sha256" in result.stderr
     dest = source["tmp"] / "dest"

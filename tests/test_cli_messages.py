@@ -38,7 +38,7 @@ urls = ["https://example.org/base.pt"]
         ),
         (
             ["cache", "prune", "--max-ag", "3"],
-            "bake cache prune: unknown option --max-ag (did you mean --max-age?)",
+            "unknown option --max-ag (did you mean --max-age?) (see `bake cache prune --help`)",
         ),
     ],
     ids=["missing required too", "only unknown", "no abbreviations", "publish and pin", "nested command"],

@@ -35,7 +35,7 @@ class Progress:
         """``record``'s asset is verified and installed."""
 
     def failed(self, asset: Asset, error: BaseException) -> None:
-        """``asset`` could not be fetched."""
+        """``asset`` could not be fetched (the error that ends the run says why)."""
 
 
 def ready_line(record: FetchRecord) -> str:
@@ -43,12 +43,6 @@ def ready_line(record: FetchRecord) -> str:
     nbytes = record.size if record.cached else record.bytes
     source = escape(record.source)
     return f"{record.name}: ready in {record.seconds:.1f} s ({nbytes / MIB:.1f} MiB from {source})"
-
-
-def failed_line(asset: Asset, error: BaseException) -> str:
-    """Return the line printed when an asset fails: its name and the first line of the error."""
-    first = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return f"{asset.name}: failed: {escape(first)}"
 
 
 @dataclass
@@ -103,9 +97,8 @@ class LogProgress(Progress):
             self._write(ready_line(record))
 
     def failed(self, asset: Asset, error: BaseException) -> None:
-        with self._lock:
+        with self._lock:  # the error that ends the run states the failure, once
             self._assets.pop(asset.name, None)
-            self._write(failed_line(asset, error))
 
     def _write(self, line: str) -> None:
         self.stream.write(line + "\n")
@@ -146,8 +139,7 @@ class TqdmProgress(Progress):
         self.tqdm.write(ready_line(record), file=self.stream)
 
     def failed(self, asset: Asset, error: BaseException) -> None:
-        self._close(asset.name)
-        self.tqdm.write(failed_line(asset, error), file=self.stream)
+        self._close(asset.name)  # the error that ends the run states the failure, once
 
     def _close(self, name: str) -> None:
         with self._lock:
