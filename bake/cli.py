@@ -12,7 +12,7 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,19 +34,27 @@ _MAX_COUNT = 1024
 _MAX_SECONDS = 10**6
 
 
+def _number(kind: Callable[[str], float], text: str, expected: str) -> float:
+    """``kind(text)`` within the bounds the caller checks; argparse names the option in the message."""
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+
+
 def _positive_int(text: str) -> int:
-    value = int(text)
+    expected = f"a whole number from 1 to {_MAX_COUNT}"
+    value = _number(int, text, expected)
     if not 1 <= value <= _MAX_COUNT:
-        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {_MAX_COUNT}, got {text}")
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text}")
     return value
 
 
 def _positive_float(text: str) -> float:
-    value = float(text)
+    expected = f"a number of seconds above 0 and at most {_MAX_SECONDS}"
+    value = _number(float, text, expected)
     if not 0 < value <= _MAX_SECONDS:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError(
-            f"expected a number of seconds above 0 and at most {_MAX_SECONDS}, got {text}"
-        )
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text}")
     return value
 
 
@@ -66,10 +74,13 @@ def _bytes(text: str) -> int:
 
 
 def _days(text: str) -> float:
-    value = float(text)
+    value = _number(float, text, "a number of days from 0 to 36500")
     if not 0 <= value <= 100 * 365:  # also refuses nan and inf
         raise argparse.ArgumentTypeError(f"expected a number of days from 0 to 36500, got {text}")
     return value
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '?([^'\s]*)'? \(choose from (.*)\)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -113,7 +124,15 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         parser = self._parsed_by()
         misspelt = parser._misspelt()
-        if misspelt and message.startswith("unrecognized arguments"):
+        if choice := _INVALID_CHOICE.search(message):
+            # A misspelt command (or action): the closest one, as git and pip suggest it.
+            word, choices = choice.group(1), re.findall(r"[\w-]+", choice.group(2))
+            close = difflib.get_close_matches(word, choices, n=1)
+            kind = "command" if re.match(r"argument \w*command:", message) else "choice"
+            message = f"unknown {kind} {word!r}" + (
+                f" (did you mean {close[0]}?)" if close else f"; expected one of {', '.join(choices)}"
+            )
+        elif misspelt and message.startswith("unrecognized arguments"):
             message = "; ".join(misspelt)
         elif misspelt:
             message = "; ".join([*misspelt, message])
@@ -192,7 +211,6 @@ def _add_fetch_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--json", type=Path, metavar="REPORT", help="write a per-asset report here (-: stdout), failures too"
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
 
 
 def _add_add_parser(sub: argparse._SubParsersAction) -> None:
@@ -355,14 +373,39 @@ def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
     prune.add_argument("--cache-dir", type=Path)
 
 
+def _add_verbosity(p: argparse.ArgumentParser, default: Any) -> None:
+    """``-q`` and ``-v``, taken before the command and after it alike (pip's and hf's convention).
+
+    Below the top level the default is SUPPRESS, so a flag given before the command is not reset.
+    """
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "-q", "--quiet", action="store_true", default=default, help="no progress, warnings and errors only"
+    )
+    group.add_argument(
+        "-v", "--verbose", action="store_true", default=default, help="debug logging: every attempt"
+    )
+
+
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """Every (sub)parser below ``parser``, nested ones (``cache prune``) included."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield sub
+                yield from _parsers(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser for every ``bake`` command (one entry of COMMANDS each)."""
     parser = _Parser(prog="bake", description="Verified asset layers for ROCm CI images.")
     parser.add_argument("--version", action="version", version=f"bake {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    _add_verbosity(parser, False)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for add_parser in COMMANDS:
         add_parser(sub)
+    for command in _parsers(parser):
+        _add_verbosity(command, argparse.SUPPRESS)
     return parser
 
 
@@ -377,10 +420,13 @@ def _fetch_options(args: argparse.Namespace):
     """Return the engine's FetchOptions from the shared fetch options. Raises UsageError."""
     from bake import cache, fetch
 
-    mirror_specs = os.environ.get("BAKE_MIRRORS", "").split() + args.mirror
+    try:
+        from_env = fetch.parse_mirrors(os.environ.get("BAKE_MIRRORS", "").split())
+    except UsageError as exc:
+        raise UsageError(f"BAKE_MIRRORS: {exc}; fix or unset the variable") from None
     options = FetchOptions(
         cache_dir=args.cache_dir or cache.default_cache_dir(),
-        mirrors=fetch.parse_mirrors(mirror_specs),
+        mirrors=from_env + fetch.parse_mirrors(args.mirror),
         no_origin=args.no_origin,
         connections=args.connections,
         attempts=args.attempts,
@@ -758,7 +804,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_EscapingFormatter("bake: %(message)s"))
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    logging.basicConfig(level=level, handlers=[handler])
     try:
         return args.run(args)
     except BakeError as exc:

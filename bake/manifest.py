@@ -290,6 +290,11 @@ def parse_asset(
             f"{where}: name {name!r} must be a non-empty string of letters, digits, '.', '_' or '-'"
         )
     sha = raw["sha256"]
+    if isinstance(sha, str) and sha.lower().startswith("sha256:"):
+        raise ManifestError(
+            f"{where}: sha256 {sha!r} carries the 'sha256:' prefix that pip and Docker write; "
+            "drop the prefix: give the 64 hex characters alone"
+        )
     if not isinstance(sha, str) or not SHA256_HEX.match(sha.lower()):
         raise ManifestError(
             f"{where}: sha256 must be 64 hex characters, got {sha!r}"
@@ -445,7 +450,7 @@ def read_manifest_text(path: str | Path) -> str:
             "may hold; split it, or pin fewer files"
         )
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8").removeprefix("\ufeff")  # a BOM, as Windows editors write it
     except UnicodeDecodeError:
         raise ManifestError(f"manifest {str(path)!r}: not UTF-8 text") from None
     return text

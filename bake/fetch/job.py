@@ -235,6 +235,14 @@ class AssetJob:
         hooks = AttemptHooks(
             self._count_attempt, self._begin, self._advance, self._count_request, run.etag_split, run.changed
         )
+        log.debug(
+            "%s: attempt %d at %s (%d bytes in the partial, %s s left)",
+            self.asset.name,
+            self.attempts + 1,
+            run.shown,
+            self.partial.written_total(),
+            "unbounded" if (left := self.clock.remaining()) is None else f"{left:.0f}",
+        )
         if run.source.path is not None:
             attempt = FileAttempt(run.source, self.asset, self.partial, self.clock, self.session, hooks)
         elif wants_huggingface_hub(self.asset, run.source.url):

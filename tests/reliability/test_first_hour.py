@@ -298,7 +298,6 @@ def test_no_doubled_prefix(tmp_path: Path) -> None:
 # -- finding 9: conventions ------------------------------------------------------------------------------
 
 
-@xfail("issue 28 finding 9")
 @pytest.mark.parametrize(
     "command", ["fetch", "verify", "manifest", "doctor", "seal", "add", "check-context", "publish", "pin",
                 "cache prune"]
@@ -316,7 +315,6 @@ def test_seal_says_what_it_did(tmp_path: Path, source: Path) -> None:
     assert proc.returncode == 0 and "sealed" in proc.stdout, (proc.stdout, proc.stderr)
 
 
-@xfail("issue 28 finding 9")
 @pytest.mark.parametrize(
     ("argv", "env", "named"),
     [
@@ -335,7 +333,6 @@ def test_errors_name_the_mistake(
     assert "_positive_int" not in errors, errors
 
 
-@xfail("issue 28 finding 9")
 def test_a_sha256_prefix_is_named_with_drop_the_prefix(tmp_path: Path) -> None:
     target = tmp_path / "assets.toml"
     target.write_text(manifest_text([{"name": "m", "path": "d/m", "sha256": "sha256:" + sha256(DATA),
@@ -344,7 +341,6 @@ def test_a_sha256_prefix_is_named_with_drop_the_prefix(tmp_path: Path) -> None:
     assert "drop the prefix" in errors, errors
 
 
-@xfail("issue 28 finding 9")
 def test_a_manifest_with_a_bom_reads(tmp_path: Path, source: Path) -> None:
     target = write_manifest(tmp_path, source.as_uri())
     target.write_bytes(b"\xef\xbb\xbf" + target.read_bytes())
