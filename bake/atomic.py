@@ -40,6 +40,15 @@ def free_bytes(path: Path) -> int:
     return 0
 
 
+def filesystem_bytes(path: Path) -> int:
+    """Return the size of the filesystem of ``path`` (or its nearest parent), 0 if none answers."""
+    for candidate in (path, *path.parents):
+        with contextlib.suppress(OSError):
+            st = os.statvfs(candidate)
+            return st.f_blocks * st.f_frsize
+    return 0
+
+
 def free_inodes(path: Path) -> int | None:
     """Return the files this user may still create on the filesystem of ``path``; None if it does not say."""
     for candidate in (path, *path.parents):

@@ -20,6 +20,7 @@ from bake import __version__, index, manifest, seal, verify
 from bake.errors import BakeError, FetchError, UsageError
 from bake.fetch import FetchOptions
 from bake.fetch.clock import DEADLINE_RULE
+from bake.fetch.options import MIN_FREE_RULE
 from bake.text import escape
 from bake.units import GIB, KIB, MIB, TIB, shown_size
 
@@ -144,11 +145,19 @@ def _add_group(p: argparse.ArgumentParser, help_text: str) -> None:
     p.add_argument("--group", action="append", default=[], metavar="G", help=help_text)
 
 
+MANIFEST_DEFAULT_RULE = f"$BAKE_MANIFEST, else {manifest.DEFAULT_MANIFEST}"
+
+
+def _default_manifest() -> str:
+    """The manifest a command reads when --manifest is not given: BAKE_MANIFEST names it (round 4)."""
+    return os.environ.get("BAKE_MANIFEST") or manifest.DEFAULT_MANIFEST
+
+
 def _add_selection(p: argparse.ArgumentParser, *, default_manifest: bool = False) -> None:
     p.add_argument(
         "--manifest",
-        default=manifest.DEFAULT_MANIFEST if default_manifest else None,
-        help=f"asset manifest (TOML); default {manifest.DEFAULT_MANIFEST}",
+        default=_default_manifest() if default_manifest else None,
+        help=f"asset manifest (TOML); default {MANIFEST_DEFAULT_RULE}",
     )
     _add_group(p, "select assets in group G plus shared assets; repeatable")
     p.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
@@ -196,8 +205,7 @@ def _add_fetch_options(p: argparse.ArgumentParser) -> None:
         type=_bytes,
         default=defaults.min_free,
         metavar="SIZE",
-        help="such a file stops before its filesystem has less than SIZE free "
-        f"(default {shown_size(defaults.min_free)})",
+        help=f"such a file stops before its filesystem has less than SIZE free (default {MIN_FREE_RULE})",
     )
 
 
@@ -227,8 +235,8 @@ def _add_add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add.add_argument(
         "--manifest",
-        default=manifest.DEFAULT_MANIFEST,
-        help=f"manifest to edit; default {manifest.DEFAULT_MANIFEST}",
+        default=_default_manifest(),
+        help=f"manifest to edit; default {MANIFEST_DEFAULT_RULE} (started if missing)",
     )
     _add_group(add, "put the entry in group G; repeatable")
     add.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
@@ -317,7 +325,7 @@ def _add_build_parser(sub: argparse._SubParsersAction) -> None:
 def _add_image_selection(p: argparse.ArgumentParser) -> None:
     """What publish and pin name: the assets of a manifest (and groups) in REPO, or bake's runtime."""
     p.add_argument(
-        "--manifest", help=f"asset manifest (TOML); default {manifest.DEFAULT_MANIFEST}; not with --runtime"
+        "--manifest", help=f"asset manifest (TOML); default {MANIFEST_DEFAULT_RULE}; not with --runtime"
     )
     p.add_argument("--repository", required=True, metavar="REPO", help="the image repository, no tag")
     _add_group(p, "bake group G plus shared assets; repeatable")
@@ -531,13 +539,14 @@ def _assets_root(explicit: Path | None) -> Path:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     # Inside an image there is no manifest; the lock written at fetch time says what must be there.
-    if args.manifest is None and not Path(manifest.DEFAULT_MANIFEST).is_file():
+    # No default manifest applies here (the contract), but BAKE_MANIFEST names one.
+    args.manifest = args.manifest or os.environ.get("BAKE_MANIFEST")
+    if args.manifest is None:
         if args.group:
             raise UsageError("--group needs --manifest; the lock already holds only the selected assets")
         files = index.read_lock(args.dest)
         assets = None
     else:
-        args.manifest = args.manifest or manifest.DEFAULT_MANIFEST
         assets = _selected(args)
         files = index.expected_files(assets)
     verify.verify_dest(args.dest, files, assets=assets)
@@ -665,7 +674,7 @@ def _check_image_selection(args: argparse.Namespace) -> None:
         if args.manifest or args.group:
             raise UsageError("--runtime names bake's runtime image: it takes no --manifest or --group")
     else:
-        args.manifest = args.manifest or manifest.DEFAULT_MANIFEST
+        args.manifest = args.manifest or _default_manifest()
 
 
 def _image_ref(args: argparse.Namespace) -> tuple[str, str]:

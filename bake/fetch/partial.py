@@ -21,6 +21,7 @@ from bake import atomic
 from bake.cache import Cache, PartialState
 from bake.errors import ChecksumMismatch
 from bake.fetch.failures import NO_SPACE_ADVICE, Changed, DiskBound
+from bake.fetch.options import DEFAULT_MIN_FREE, MIN_FREE_SHARE
 from bake.fetch.segments import Claim, Ranges
 from bake.units import MIB, shown_size
 
@@ -52,7 +53,13 @@ class DiskBounds:
     """How far a download whose size the manifest does not give may go: a cap, and free space to leave."""
 
     max_size: int
-    min_free: int
+    min_free: int | None  # None: the smaller of DEFAULT_MIN_FREE and MIN_FREE_SHARE of the filesystem
+
+    def reserve(self, where: Path) -> int:
+        """The bytes to leave free on the filesystem of ``where``."""
+        if self.min_free is not None:
+            return self.min_free
+        return min(DEFAULT_MIN_FREE, int(atomic.filesystem_bytes(where) * MIN_FREE_SHARE))
 
 
 class PartialFile:
@@ -169,7 +176,7 @@ class PartialFile:
         if end > self.bounds.max_size:
             raise self._over_cap(f"{source} sent more than")
         free = atomic.free_bytes(self.path)
-        reserve = self.bounds.min_free
+        reserve = self.bounds.reserve(self.path)
         if free - n < reserve:
             raise DiskBound(
                 f"asset {self.asset_name!r} has no size in the manifest; stopped after {end - n} bytes, "

@@ -351,7 +351,6 @@ def test_a_manifest_with_a_bom_reads(tmp_path: Path, source: Path) -> None:
 # -- finding 10: defaults that fit ------------------------------------------------------------------------
 
 
-@xfail("issue 28 finding 10")
 def test_bake_manifest_names_the_manifest_and_the_option_wins(tmp_path: Path, source: Path) -> None:
     named = write_manifest(tmp_path, source.as_uri())
     proc = bake("manifest", "digest", cwd=tmp_path, env={"BAKE_MANIFEST": str(named)})
@@ -361,7 +360,6 @@ def test_bake_manifest_names_the_manifest_and_the_option_wins(tmp_path: Path, so
     assert proc.returncode == 2 and "other.toml" in proc.stderr, proc.stderr
 
 
-@xfail("issue 28 finding 10")
 def test_a_small_file_without_a_size_fetches_on_a_small_disk(tmpfs, tmp_path: Path, source: Path) -> None:
     small = tmpfs("small", 8 * 1024 * KIB)
     target = tmp_path / "assets.toml"
@@ -372,7 +370,6 @@ def test_a_small_file_without_a_size_fetches_on_a_small_disk(tmpfs, tmp_path: Pa
     assert proc.returncode == 0, proc.stderr
 
 
-@xfail("issue 28 finding 10")
 @pytest.mark.parametrize("where", ["HF_TOKEN_PATH", "HF_HOME/token"])
 def test_the_stored_hub_token_is_honoured(tmp_path: Path, where: str) -> None:
     token = tmp_path / "token"
