@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from bake import consumers, manifest, manifestedit
 from bake.errors import FetchError, ManifestError, UsageError
 from bake.fetch import FetchOptions, fetch_to_cache
+from bake.fetch.progress import Progress
 from bake.hashes import GIT_SHA1_HEX
 from bake.manifest import Asset, Assets
 
@@ -70,7 +71,9 @@ def derive_name(url: str, path: str) -> str:
     return name
 
 
-def _fetch_unknown(url: str, key_url: str, name: str, options: FetchOptions) -> tuple[str, int]:
+def _fetch_unknown(
+    url: str, key_url: str, name: str, options: FetchOptions, progress: Progress | None
+) -> tuple[str, int]:
     """Fetch ``url``, whose hash is unknown, into the cache; return its sha256 and size.
 
     The partial is keyed by ``key_url`` (the URL as written, without credentials) until
@@ -78,13 +81,13 @@ def _fetch_unknown(url: str, key_url: str, name: str, options: FetchOptions) -> 
     """
     key = hashlib.sha256(key_url.encode()).hexdigest()
     probe = Asset(name, "download", key, (url,))
-    (record,) = fetch_to_cache([probe], replace(options, unknown_sha256=True))
+    (record,) = fetch_to_cache([probe], replace(options, unknown_sha256=True), progress)
     return record.sha256, record.size
 
 
-def _fetch_known(asset: Asset, options: FetchOptions) -> int:
+def _fetch_known(asset: Asset, options: FetchOptions, progress: Progress | None) -> int:
     """Fetch and verify ``asset`` into the cache; return its size."""
-    (record,) = fetch_to_cache([asset], options)
+    (record,) = fetch_to_cache([asset], options, progress)
     return record.size
 
 
@@ -158,6 +161,7 @@ def add(
     path: str | None = None,
     groups: Sequence[str] = (),
     sha256: str | None = None,
+    progress: Progress | None = None,
 ) -> Asset:
     """Fetch ``url`` and append its entry to the manifest; return the new asset.
 
@@ -177,7 +181,7 @@ def add(
     manifest.parse_manifest(
         manifestedit.appended(text, render_entry(draft)), source=str(manifest_path), allow_http=True
     )
-    digest, size = _fetch_unknown(url, written, name, options)
+    digest, size = _fetch_unknown(url, written, name, options, progress)
     if sha256 is not None and digest != draft.sha256:
         raise FetchError(
             f"{manifest.redact_url(url)}: its bytes hash to {digest}, not to the --sha256 {draft.sha256} "
@@ -219,7 +223,9 @@ def _insert_size(text: str, index: int, size: int) -> str | None:
     return None
 
 
-def fill_size(manifest_path: Path, name: str, options: FetchOptions) -> Asset:
+def fill_size(
+    manifest_path: Path, name: str, options: FetchOptions, progress: Progress | None = None
+) -> Asset:
     """Fetch and verify the named entry through the engine, and write its missing ``size``; return it.
 
     Raises UsageError for an unknown name, FetchError when it cannot be fetched
@@ -227,7 +233,7 @@ def fill_size(manifest_path: Path, name: str, options: FetchOptions) -> Asset:
     """
     _, assets = _read(manifest_path, options.allow_http)
     asset = _named(assets, manifest_path, name)
-    size = _fetch_known(asset, options)
+    size = _fetch_known(asset, options, progress)
     if asset.size is not None:
         return asset
     with manifestedit.locked(manifest_path) as target:

@@ -453,9 +453,15 @@ def _fetch_options(args: argparse.Namespace):
     return options
 
 
+def _progress(args: argparse.Namespace):
+    """The progress sink on stderr for a command that fetches; None under -q."""
+    from bake.fetch import progress
+
+    return None if args.quiet else progress.make_progress(sys.stderr)
+
+
 def cmd_fetch(args: argparse.Namespace) -> int:
     from bake import fetch
-    from bake.fetch import progress
 
     assets = _selected(args)
     options = _fetch_options(args)
@@ -463,9 +469,8 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         raise UsageError(f"--dest {args.dest}: exists and is not a directory")
     if args.json and str(args.json) != "-":
         _check_report_path(args.json)
-    sink = None if args.quiet else progress.make_progress(sys.stderr)
     try:
-        records = fetch.fetch_assets(assets, args.dest, options, sink)
+        records = fetch.fetch_assets(assets, args.dest, options, _progress(args))
     except fetch.FetchFailed as exc:
         if args.json and (problem := _write_report(args.json, assets, exc.records, exc.failures)):
             exc.args = (f"{exc}\n--json {str(args.json)!r}: {problem}",)  # still one error, stated once
@@ -749,11 +754,18 @@ def cmd_add(args: argparse.Namespace) -> int:
     if args.size_only:
         if args.name or args.path or args.sha256 or args.group:
             raise UsageError("--size-only takes only an asset NAME and fetch options")
-        asset = add.fill_size(path, args.target, options)
+        asset = add.fill_size(path, args.target, options, _progress(args))
         print(f"bake: {asset.name}: size = {asset.size} in {path}")
         return 0
     asset = add.add(
-        path, args.target, options, name=args.name, path=args.path, groups=args.group, sha256=args.sha256
+        path,
+        args.target,
+        options,
+        name=args.name,
+        path=args.path,
+        groups=args.group,
+        sha256=args.sha256,
+        progress=_progress(args),
     )
     print(f"bake: added {asset.name} ({asset.path}, {asset.size} bytes, sha256 {asset.sha256}) to {path}")
     return 0

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bake.fetch import FetchRecord
-from bake.fetch.progress import LogProgress, Progress, TqdmProgress, make_progress, ready_line
+from bake.fetch.progress import LogProgress, Progress, TqdmProgress, TtyProgress, make_progress, ready_line
 from bake.manifest import Asset
 from tests.mirror import Mirror
 from tests.runners import REPO, cli_env
@@ -107,9 +107,9 @@ def test_make_progress_uses_tqdm_on_a_terminal() -> None:
     assert isinstance(make_progress(Tty()), TqdmProgress)
 
 
-def test_make_progress_falls_back_without_tqdm(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_make_progress_redraws_a_line_without_tqdm(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "tqdm", None)
-    assert isinstance(make_progress(Tty()), LogProgress)
+    assert isinstance(make_progress(Tty()), TtyProgress)
 
 
 def test_make_progress_logs_lines_when_not_a_terminal() -> None:
@@ -145,7 +145,6 @@ def test_base_progress_ignores_everything() -> None:
 
 _AMOUNT = re.compile(r"(\d+(?:\.\d+)?)([kMGT]?)(?:i?B)?\s*/\s*\d")
 _SCALE = {"": 1, "k": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-NOT_YET = pytest.mark.xfail(strict=True, reason="issue 28 finding 3: no progress on long work")
 SLOW = bytes(range(256)) * (6 * 1024)  # 1.5 MiB at 512 KiB/s: 3 s
 
 
@@ -194,15 +193,8 @@ def startup_seconds() -> float:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize(
-    ("command", "tqdm"),
-    [
-        pytest.param("fetch", True, id="fetch-tqdm"),
-        pytest.param("fetch", False, id="fetch-no-tqdm", marks=NOT_YET),
-        pytest.param("add", True, id="add-tqdm", marks=NOT_YET),
-        pytest.param("add", False, id="add-no-tqdm", marks=NOT_YET),
-    ],
-)
+@pytest.mark.parametrize("tqdm", [True, False], ids=["tqdm", "no-tqdm"])
+@pytest.mark.parametrize("command", ["fetch", "add"])
 def test_a_slow_transfer_shows_growing_progress_on_a_terminal(
     tmp_path: Path, clean_net_env: None, command: str, tqdm: bool
 ) -> None:
@@ -228,6 +220,5 @@ def test_a_slow_transfer_shows_growing_progress_on_a_terminal(
     assert growing[0][0] <= startup + 1.0, (startup, updates)
 
 
-@NOT_YET
 def test_hf_hub_disable_progress_bars_turns_the_terminal_line_into_log_lines() -> None:
     assert isinstance(make_progress(Tty(), {"HF_HUB_DISABLE_PROGRESS_BARS": "1"}), LogProgress)
