@@ -88,6 +88,27 @@ def strays(dest: Path, expected: set[str]) -> list[str]:
     return sorted(found)
 
 
+def _check_tree(
+    dest: Path, table: Sequence[consumers.Consumer], links: Mapping[str, str], remove_stray: bool
+) -> None:
+    """Refuse a tree that holds what the layer must not carry: links in place of assets (VerifyError),
+    and strays (UsageError, unless ``remove_stray`` removes them)."""
+    locked = [f.path for f in read_lock(dest)]
+    problems = [p for p in map(functools.partial(placement_problem, dest), locked) if p]
+    if problems:
+        raise VerifyError(f"{dest}: cannot seal what is not a verified file:\n  " + "\n  ".join(problems))
+    own = {rel for consumer in table for rel in consumer.seal_files()}
+    found = strays(dest, {*locked, *links, *own, *RESERVED_ROOT_NAMES})
+    if found and not remove_stray:
+        listing = "\n  ".join(found[:50]) + (f"\n  ... and {len(found) - 50} more" if len(found) > 50 else "")
+        raise UsageError(
+            f"--dest {dest}: {len(found)} file(s) that no selected asset accounts for would be sealed into "
+            f"the layer (entries since removed from the manifest, or files put there by hand):\n  {listing}\n"
+            "remove them, or pass --remove-stray to have seal remove them"
+        )
+    _remove(dest, found)
+
+
 def _remove(dest: Path, paths: list[str]) -> None:
     """Remove ``paths`` under ``dest``, then the directories they leave empty."""
     for rel in paths:
@@ -116,20 +137,7 @@ def seal(dest: Path, assets: list[Asset], *, remove_stray: bool = False) -> int:
     links = _links(table, assets)
     serve = serve_text(dest, assets, table, links).encode()
     root = str(dest)
-    locked = [f.path for f in read_lock(dest)]
-    problems = [p for p in map(functools.partial(placement_problem, dest), locked) if p]
-    if problems:
-        raise VerifyError(f"{dest}: cannot seal what is not a verified file:\n  " + "\n  ".join(problems))
-    own = {rel for consumer in table for rel in consumer.seal_files()}
-    found = strays(dest, {*locked, *links, *own, *RESERVED_ROOT_NAMES})
-    if found and not remove_stray:
-        listing = "\n  ".join(found[:50]) + (f"\n  ... and {len(found) - 50} more" if len(found) > 50 else "")
-        raise UsageError(
-            f"--dest {dest}: {len(found)} file(s) that no selected asset accounts for would be sealed into "
-            f"the layer (entries since removed from the manifest, or files put there by hand):\n  {listing}\n"
-            "remove them, or pass --remove-stray to have seal remove them"
-        )
-    _remove(dest, found)
+    _check_tree(dest, table, links, remove_stray)
     for alias, target in links.items():
         # Worked out on the names: the link's directory may not exist yet.
         if not os.path.isfile(os.path.normpath(os.path.join(root, os.path.dirname(alias), target))):

@@ -10,7 +10,6 @@ import pytest
 from tests.runners import REPO
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28 finding 11: the bench loses its run without matplotlib")
 @pytest.mark.timeout(30)
 def test_a_missing_plotter_costs_the_plot_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
