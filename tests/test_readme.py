@@ -84,15 +84,32 @@ def test_scripts_test_sh_is_what_ci_runs() -> None:
     assert "exec scripts/test.sh" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
 
 
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """bake's wheel, built once from this checkout, as the README's Install builds it."""
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    (built,) = out.glob("bake_assets-*-py3-none-any.whl")
+    return built
+
+
 @pytest.fixture
-def checkout(tmp_path: Path) -> Path:
-    """A copy of this checkout's tracked files, as a user's clone has them."""
+def checkout(tmp_path: Path, wheel: Path) -> Path:
+    """A copy of this checkout's tracked files, as a user's clone has them, with the wheel Install
+    builds in dist/ (blocks after Install start from it)."""
     copy = tmp_path / "checkout"
     for name in git(REPO, "ls-files", "-z").decode().split("\0"):
         source = REPO / name
         if name and (source.is_file() or source.is_symlink()):
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, copy / name, follow_symlinks=False)
+    (copy / "dist").mkdir(exist_ok=True)
+    shutil.copy2(wheel, copy / "dist" / wheel.name)
     return copy
 
 
