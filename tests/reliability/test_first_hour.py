@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bake import manifest
 from tests.mirror import Mirror
@@ -379,3 +381,104 @@ def test_the_stored_hub_token_is_honoured(tmp_path: Path, where: str) -> None:
     proc = subprocess.run([sys.executable, "-c", code], env=cli_env({"HF_TOKEN": "", **env}),
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert proc.stdout.strip() == "hf_stored", proc.stderr
+
+
+# -- the property: any command, any plausible mistake ----------------------------------------------------
+
+_WORDS = st.sampled_from(["frobnicate", "colour", "force-it", "yes", "typo", "later"])
+_BAD_NUMBERS = st.sampled_from(["abc", "0", "-3", "1e999", "nan", "12Q", "0x10", "1,5"])
+# Options whose value a type checks, per command; cache prune's --max-age counts days.
+_TYPED = {
+    "fetch": ["--connections", "--attempts", "--jobs", "--timeout", "--deadline", "--max-size", "--min-free"],
+    "add": ["--connections", "--attempts", "--timeout", "--deadline", "--max-size", "--min-free"],
+    "cache prune": ["--max-age"],
+}
+_ZERO_ALLOWED = ("--max-size", "--min-free", "--max-age")
+_SELECTING = ("fetch", "manifest", "seal", "verify")
+
+
+@pytest.fixture(scope="module")
+def baked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """One manifest, its source and a fetched --dest, shared by every example (none may change them)."""
+    root = tmp_path_factory.mktemp("mistakes")
+    source = root / "model.bin"
+    source.write_bytes(DATA)
+    target, dest = fetched(root, source)
+    return {"root": str(root), "manifest": str(target), "dest": str(dest), "url": source.as_uri()}
+
+
+def base_args(command: str, baked: dict[str, str]) -> list[str]:
+    """A valid invocation of ``command`` that changes nothing (a mistake is added to it)."""
+    m, d = ["--manifest", baked["manifest"]], ["--dest", baked["dest"]]
+    cache = ["--cache-dir", str(Path(baked["root"]) / "c")]
+    return {
+        "fetch": [*m, *d, *cache],
+        "verify": [*m, *d],
+        "manifest": m,
+        "seal": [*m, *d],
+        "add": [baked["url"], "--path", "data/other.bin", *m, *cache],
+        "doctor": ["--assets", baked["dest"]],
+        "cache prune": cache,
+    }[command]
+
+
+def _long_options(command: str) -> list[str]:
+    from bake.cli import build_parser
+
+    parser = build_parser()
+    for word in command.split():
+        parser = next(a for a in parser._actions if a.dest in ("command", "cache_command")).choices[word]
+    return sorted(o for o in parser._option_string_actions if o.startswith("--") and len(o) > 5)
+
+
+@st.composite
+def mistakes(draw: st.DrawFn, command: str, baked: dict[str, str]) -> tuple[list[str], str]:
+    """One plausible mistake for ``command``: the arguments to add, and the bad token they carry."""
+    kinds = ["misspelt", "unknown"] + (["typed"] if command in _TYPED else [])
+    kinds += ["group", "absent manifest"] if command in _SELECTING else []
+    kinds += ["mirror"] if command in ("fetch", "add") else []
+    kinds += ["scheme", "relative file"] if command == "add" else []
+    kinds += ["absent assets"] if command == "doctor" else []
+    kind, word = draw(st.sampled_from(kinds)), draw(_WORDS)
+    if kind == "misspelt":
+        option = draw(st.sampled_from(_long_options(command)))
+        at = draw(st.integers(3, len(option) - 1))
+        token = option[:at] + option[at + 1 :]  # a letter dropped, as fingers drop one
+        if token in _long_options(command):
+            token = option + "s"
+        return [token], token
+    if kind == "unknown":
+        return [f"--{word}"], f"--{word}"
+    if kind == "typed":
+        option = draw(st.sampled_from(_TYPED[command]))
+        # 0 bytes and 0 days are real settings; a count or a number of seconds must be positive.
+        value = draw(_BAD_NUMBERS.filter(lambda v: v != "0" or option not in _ZERO_ALLOWED))
+        return [option, value], value
+    if kind == "group":
+        return ["--group", f"no-such-{word}"], f"no-such-{word}"
+    if kind == "absent manifest":
+        return ["--manifest", str(Path(baked["root"]) / f"absent-{word}.toml")], f"absent-{word}.toml"
+    if kind == "absent assets":
+        return ["--assets", str(Path(baked["root"]) / f"absent-{word}")], f"absent-{word}"
+    if kind == "mirror":
+        return ["--mirror", f"garbage-{word}"], f"garbage-{word}"
+    return [], f"ftp://host/{word}.bin" if kind == "scheme" else f"file:relative-{word}.bin"
+
+
+@given(data=st.data(), command=st.sampled_from(["fetch", "verify", "manifest", "seal", "add", "doctor",
+                                                 "cache prune"]))  # fmt: skip
+@pytest.mark.timeout(300)
+def test_a_plausible_mistake_is_named_once_with_a_contract_exit(
+    baked: dict[str, str], data: st.DataObject, command: str
+) -> None:
+    from bake.cli import EXIT_CODES
+
+    extra, token = data.draw(mistakes(command, baked))
+    args = base_args(command, baked)
+    if command == "add" and not extra:  # a bad URL: in place of the good one
+        args[0] = token
+    proc = bake(*command.split(), *args, *extra, cwd=Path(baked["root"]))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode in EXIT_CODES[command.split()[0]] and proc.returncode != 0, proc.stderr
+    naming = [line for line in proc.stderr.splitlines() if token in line]
+    assert len(naming) == 1 and "bake: error:" in proc.stderr, (token, proc.stderr)
