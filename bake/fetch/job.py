@@ -78,7 +78,9 @@ class AssetJob:
             size=asset.size,
         )
         # Only a size the manifest vouches for bounds a download; without one, the options do.
-        bounds = None if asset.size is not None else DiskBounds(self.options.max_size, self.options.min_free)
+        bounds = None
+        if asset.size is None:
+            bounds = DiskBounds(self.options.max_size, self.options.min_free, not self.options.unknown_sha256)
         self.partial = PartialFile(cache, asset.sha256, asset.name, bounds)
         self.proofs = other_files(asset, self.options)  # a Hub blob's other paths, each proven at its source
         self.since: float | None = None  # when its clock starts, if not when it begins: see fetch_assets
