@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
 import itertools
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bake import __version__, index, manifest, seal, verify
-from bake.errors import BakeError, FetchError, UsageError
+from bake.errors import BakeError, FetchError, ManifestError, UsageError
 from bake.fetch import FetchOptions
 from bake.fetch.clock import DEADLINE_RULE
 from bake.fetch.options import MIN_FREE_RULE
@@ -148,9 +149,25 @@ def _add_group(p: argparse.ArgumentParser, help_text: str) -> None:
 MANIFEST_DEFAULT_RULE = f"$BAKE_MANIFEST, else {manifest.DEFAULT_MANIFEST}"
 
 
+class _FromEnv(str):
+    """A manifest path that BAKE_MANIFEST gave, so that an error about it can name the variable."""
+
+
 def _default_manifest() -> str:
     """The manifest a command reads when --manifest is not given: BAKE_MANIFEST names it (round 4)."""
-    return os.environ.get("BAKE_MANIFEST") or manifest.DEFAULT_MANIFEST
+    named = os.environ.get("BAKE_MANIFEST")
+    return _FromEnv(named) if named else manifest.DEFAULT_MANIFEST
+
+
+@contextlib.contextmanager
+def _naming_the_variable(path: str) -> Iterator[None]:
+    """Say that BAKE_MANIFEST chose the manifest a ManifestError is about, when it did."""
+    try:
+        yield
+    except ManifestError as exc:
+        if not isinstance(path, _FromEnv):
+            raise
+        raise ManifestError(f"{exc} (BAKE_MANIFEST names it: fix the variable, or pass --manifest)") from None
 
 
 def _add_selection(p: argparse.ArgumentParser, *, default_manifest: bool = False) -> None:
@@ -418,7 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _selected(args: argparse.Namespace) -> list[manifest.Asset]:
-    assets = manifest.load_manifest(args.manifest, allow_http=args.allow_http)
+    with _naming_the_variable(args.manifest):
+        assets = manifest.load_manifest(args.manifest, allow_http=args.allow_http)
     for warning in manifest.near_misses(assets):
         log.warning("warning: %s", warning)
     return manifest.select(assets, args.group)
@@ -545,7 +563,9 @@ def _assets_root(explicit: Path | None) -> Path:
 def cmd_verify(args: argparse.Namespace) -> int:
     # Inside an image there is no manifest; the lock written at fetch time says what must be there.
     # No default manifest applies here (the contract), but BAKE_MANIFEST names one.
-    args.manifest = args.manifest or os.environ.get("BAKE_MANIFEST")
+    args.manifest = args.manifest or (
+        _FromEnv(os.environ["BAKE_MANIFEST"]) if os.environ.get("BAKE_MANIFEST") else None
+    )
     if args.manifest is None:
         if args.group:
             raise UsageError("--group needs --manifest; the lock already holds only the selected assets")
@@ -757,16 +777,17 @@ def cmd_add(args: argparse.Namespace) -> int:
         asset = add.fill_size(path, args.target, options, _progress(args))
         print(f"bake: {asset.name}: size = {asset.size} in {path}")
         return 0
-    asset = add.add(
-        path,
-        args.target,
-        options,
-        name=args.name,
-        path=args.path,
-        groups=args.group,
-        sha256=args.sha256,
-        progress=_progress(args),
-    )
+    with _naming_the_variable(args.manifest):
+        asset = add.add(
+            path,
+            args.target,
+            options,
+            name=args.name,
+            path=args.path,
+            groups=args.group,
+            sha256=args.sha256,
+            progress=_progress(args),
+        )
     print(f"bake: added {asset.name} ({asset.path}, {asset.size} bytes, sha256 {asset.sha256}) to {path}")
     return 0
 

@@ -360,6 +360,9 @@ def test_bake_manifest_names_the_manifest_and_the_option_wins(tmp_path: Path, so
     proc = bake("manifest", "digest", "--manifest", tmp_path / "other.toml", cwd=tmp_path,
                 env={"BAKE_MANIFEST": str(named)})  # fmt: skip
     assert proc.returncode == 2 and "other.toml" in proc.stderr, proc.stderr
+    proc = bake("fetch", "--dest", tmp_path / "d", cwd=tmp_path, env={"BAKE_MANIFEST": "absent.toml"})
+    errors = assert_one_clean_error(proc, 2)
+    assert "absent.toml" in errors and "BAKE_MANIFEST" in errors, errors
 
 
 def test_a_small_file_without_a_size_fetches_on_a_small_disk(tmpfs, tmp_path: Path, source: Path) -> None:
