@@ -405,7 +405,7 @@ def _add_verbosity(p: argparse.ArgumentParser, default: Any) -> None:
     """
     group = p.add_mutually_exclusive_group()
     group.add_argument(
-        "-q", "--quiet", action="store_true", default=default, help="no progress, warnings and errors only"
+        "-q", "--quiet", action="store_true", default=default, help="no progress output (results still print)"
     )
     group.add_argument(
         "-v", "--verbose", action="store_true", default=default, help="debug logging: every attempt"
@@ -846,8 +846,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_EscapingFormatter("bake: %(message)s"))
-    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
-    logging.basicConfig(level=level, handlers=[handler])
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
     try:
         return args.run(args)
     except BakeError as exc:
