@@ -25,11 +25,6 @@ DATA = blob(64 * KIB, "first-hour")
 pytestmark = pytest.mark.timeout(120)
 
 
-def xfail(finding: str) -> pytest.MarkDecorator:
-    """A finding not fixed yet: the test must fail until the fix removes this marker."""
-    return pytest.mark.xfail(strict=True, reason=f"first hour: {finding}")
-
-
 @pytest.fixture
 def source(tmp_path: Path) -> Path:
     path = tmp_path / "src" / "model.bin"
