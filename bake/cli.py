@@ -580,11 +580,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _print_findings(findings: list, bad_label: str, nothing_to_check: str) -> list:
-    """Print one line per finding on stdout (``nothing_to_check`` when there is none); return the bad ones."""
+    """Print one line per finding on stdout (a warning, ``nothing_to_check``, when there is none);
+    return the bad ones."""
     for f in findings:
         print(f"{'ok' if f.ok else bad_label}  {f.consumer}  {f.asset}: {f.detail}")
     if not findings:
-        print(f"bake: {nothing_to_check}; nothing to check")
+        log.warning("warning: %s; nothing was checked", nothing_to_check)  # a diagnostic, not a result
     return [f for f in findings if not f.ok]
 
 
