@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.util
 import io
 import os
 import re
@@ -19,6 +20,7 @@ import pytest
 from bake.fetch import FetchRecord
 from bake.fetch.progress import LogProgress, Progress, TqdmProgress, TtyProgress, make_progress, ready_line
 from bake.manifest import Asset
+from tests.image import fail_or_skip
 from tests.mirror import Mirror
 from tests.runners import REPO, cli_env
 
@@ -198,8 +200,8 @@ def startup_seconds() -> float:
 def test_a_slow_transfer_shows_growing_progress_on_a_terminal(
     tmp_path: Path, clean_net_env: None, command: str, tqdm: bool
 ) -> None:
-    if tqdm:
-        pytest.importorskip("tqdm")
+    if tqdm and importlib.util.find_spec("tqdm") is None:
+        fail_or_skip("tqdm (in the [test] extra) is needed for the bar's case")
     with Mirror({"/m.bin": SLOW}, rate=512 * 1024) as served:
         manifest_path = tmp_path / "assets.toml"
         common = ["--manifest", str(manifest_path), "--cache-dir", str(tmp_path / "c"), "--connections", "1"]
