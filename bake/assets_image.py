@@ -14,6 +14,7 @@ same ``registry_digest``, and ``bake publish`` pushes through the same ``publish
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -22,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bake import reference
 from bake.context import describe_exit
 from bake.errors import BuildError, UsageError
 from bake.manifest import load_manifest, manifest_digest, select
@@ -66,12 +68,21 @@ class AssetsImage:
 
 
 def check_repo(repo: str, *, option: str = "--assets-image") -> str:
-    """Return ``repo`` if it is a repository reference without tag or digest; raise UsageError otherwise."""
+    """Return ``repo`` if it is a repository name by the distribution grammar, without tag or digest.
+
+    Raises UsageError otherwise: the check comes before any engine or registry call.
+    """
     last = repo.rsplit("/", 1)[-1]
-    if not repo or not last or ":" in last or "@" in last or repo != repo.strip():
+    if ":" in last or "@" in last:
         raise UsageError(
             f"{option} {repo!r}: expected a repository such as registry.example/rocm-ci/bake-assets, "
             "without a tag or digest; bake tags it itself"
+        )
+    problem = reference.name_problem(repo)
+    if problem:
+        raise UsageError(
+            f"{option} {repo!r}: not a repository name Docker can parse ({problem}); "
+            "give one such as registry.example/rocm-ci/bake-assets"
         )
     return repo
 
@@ -176,7 +187,41 @@ def registry_digest(ref: str) -> str | None:
             f"the registry {registry} answered for {ref} without a sha256 manifest digest (saw {digest!r}); "
             "check that it is a Docker/OCI distribution registry"
         )
+    _check_served(ref, registry, digest)
     return digest
+
+
+def _check_served(ref: str, registry: str, digest: str) -> None:
+    """Hash the manifest the registry serves as ``digest``; raise BuildError unless it is that digest.
+
+    The engine's answer is the registry's Docker-Content-Digest header, the registry's word; a
+    pin must name the bytes it serves. ``docker buildx imagetools inspect --raw`` fetches them
+    with the credentials ``docker login`` stored, as a build would.
+    """
+    name = ref.partition("@")[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name.rpartition(":")[0]
+    cmd = ["docker", "buildx", "imagetools", "inspect", "--raw", f"{name}@{digest}"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, check=False, timeout=REGISTRY_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildError(
+            f"cannot fetch the manifest of {ref} to hash it: `{' '.join(cmd)}` did not run ({exc}); install "
+            "the docker CLI with the buildx plugin (scripts/toolchain.sh) or put it on PATH"
+        ) from None
+    if proc.returncode != 0:
+        said = escape(proc.stderr.decode("utf-8", "replace").strip()[-500:])
+        raise BuildError(
+            f"cannot fetch the manifest the registry {registry} serves as {name}@{digest} to hash it "
+            f"({describe_exit(proc.returncode)}: {said}); check that the registry answers, then rerun"
+        )
+    served = "sha256:" + hashlib.sha256(proc.stdout).hexdigest()
+    if served != digest:
+        raise BuildError(
+            f"the registry {registry} names the manifest of {ref} {digest}, but the bytes it serves under "
+            f"that name hash to {served}; a pin would name something else than what it serves: fix or "
+            "replace the registry, then rerun"
+        )
 
 
 def publish_once(ref: str, what: str, build: Callable[[], None]) -> str:

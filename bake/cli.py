@@ -793,10 +793,17 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_harvest_parser(sub: argparse._SubParsersAction) -> None:
+    from bake.harvest import command  # its options, output and exit codes live with it
+
+    command.add_parser(sub)
+
+
 # The exit codes each command may return (the contract's table; README.md's is checked against it).
 # Every command exits 2 for a usage error.
 EXIT_CODES: dict[str, tuple[int, ...]] = {
     "add": (0, 2, 3),
+    "harvest": (0, 1, 2, 3),
     "fetch": (0, 2, 3),
     "verify": (0, 2, 3),
     "manifest": (0, 2),
@@ -814,6 +821,7 @@ EXIT_CODES: dict[str, tuple[int, ...]] = {
 # and its exit codes in EXIT_CODES.
 COMMANDS = [
     _add_add_parser,
+    _add_harvest_parser,
     _add_fetch_parser,
     _add_verify_parser,
     _add_manifest_parser,

@@ -123,6 +123,9 @@ class Consumer:
     libraries: tuple[str, ...] = ()
     # The loc IDs of a location's fallbacks, by variable (a consumer with a precedence of its own).
     chain_ids: Mapping[str, str] = {}
+    # The library's own "never download" switches, (VAR, VALUE) with VALUE a word or @PATH in the asset
+    # root: seal writes them to bake.offline, the entrypoint exports them under BAKE_OFFLINE=1.
+    offline: tuple[tuple[str, str], ...] = ()
 
     def __init__(self, name: str, locations: Sequence[Location]) -> None:
         self.name = name
@@ -145,6 +148,10 @@ class Consumer:
     def path_for_url(self, url: str) -> str | None:
         """Return the manifest path ``bake add`` gives this URL, or None when it is not this consumer's."""
         return None
+
+    def known_urls(self) -> tuple[str, ...]:
+        """The URLs the installed library's own table downloads from (``bake harvest`` names files so)."""
+        return ()
 
     def aliases(self, assets: Iterable[AssetLike]) -> dict[str, str]:
         """Map alias link paths (relative to the asset root) to their relative targets."""
@@ -249,6 +256,9 @@ class S3Tokenizer(Consumer):
         model = next((m for m, (u, _) in table.items() if u == url), None)
         return f"{self.prefix}{model}.onnx" if model else None
 
+    def known_urls(self) -> tuple[str, ...]:
+        return tuple(url for url, _ in (s3tokenizer_table() or {}).values())
+
     def library_sha256(self, asset: AssetLike) -> str | None:
         table = s3tokenizer_table() or {}
         return table.get(PurePosixPath(asset.path).stem, ("", ""))[1] or None
@@ -316,6 +326,9 @@ class Tiktoken(Consumer):
         ("tiktoken", "TIKTOKEN_CACHE_DIR", ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"), "data-gym-cache"),
     )
     libraries = tuple(client for client, *_ in CLIENTS)
+    # openai-harmony then reads <dir>/o200k_base.tiktoken (the alias links) and never downloads;
+    # tiktoken has no switch: a vocab that is not baked is downloaded into its cache.
+    offline = (("TIKTOKEN_ENCODINGS_BASE", "@tiktoken"),)
 
     def __init__(self) -> None:
         super().__init__("tiktoken", [parse_location(f"${var}", "") for _, var, _, _ in self.CLIENTS])
@@ -337,6 +350,9 @@ class Tiktoken(Consumer):
     def path_for_url(self, url: str) -> str | None:
         vocab = url.startswith("https://") and url.rsplit("/", 1)[-1].endswith(".tiktoken")
         return self.prefix + sha1_name(url) if vocab or url in (tiktoken_table() or {}) else None
+
+    def known_urls(self) -> tuple[str, ...]:
+        return tuple(tiktoken_table() or {})
 
     def aliases(self, assets: Iterable[AssetLike]) -> dict[str, str]:
         """``tiktoken/<encoding>.tiktoken`` links, for ``TIKTOKEN_ENCODINGS_BASE`` readers."""
@@ -409,6 +425,7 @@ class Hub(Consumer):
     builtin = True
     libraries = ("huggingface_hub",)
     chain_ids = HUB_CHAIN_IDS
+    offline = (("HF_HUB_OFFLINE", "1"),)
 
     def __init__(self, entries: Sequence[HubEntry] = ()) -> None:
         super().__init__(HUB_PREFIX, [HUB_CACHE])

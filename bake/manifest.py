@@ -15,7 +15,7 @@ from dataclasses import field as dataclass_field
 from pathlib import Path, PurePosixPath
 from urllib.parse import SplitResult, urlsplit
 
-from bake import consumers, hubtable, servefile
+from bake import consumers, hubtable, offline, servefile
 from bake.errors import ManifestError
 from bake.hashes import SHA256_HEX
 from bake.tables import expect_table, refuse_unknown_keys
@@ -28,7 +28,7 @@ _REQUIRED_KEYS = ("name", "path", "sha256", "urls")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Root names bake writes itself, beside the assets.
-RESERVED_ROOT_NAMES = ("SHA256SUMS", "bake.lock.json", consumers.SERVE_NAME)
+RESERVED_ROOT_NAMES = ("SHA256SUMS", "bake.lock.json", consumers.SERVE_NAME, offline.NAME)
 SCHEMES = ("https", "http", "file", "hf")
 
 # The contract's bound on a manifest, checked before a byte is parsed.
@@ -396,6 +396,8 @@ def parse_manifest(
     declared = [
         consumers.parse_consumer(raw, i) for i, raw in enumerate(_array_of_tables(data, "consumer", source))
     ]
+    for consumer in declared:
+        _check_serve_limits(consumer)
     table = consumers.table(declared)
     raw_assets = _array_of_tables(data, "asset", source)
     hub_entries = hubtable.parse_entries(data.get("hub"), source)
@@ -414,6 +416,18 @@ def parse_manifest(
             seen[key] = asset.name
     _check_path_prefixes(assets)
     return Assets(assets, declared)
+
+
+def _check_serve_limits(consumer: consumers.Consumer) -> None:
+    """Refuse locations bake.serve cannot hold here, where seal would fail on them with a ValueError."""
+    try:
+        servefile.write(consumer.loc_records())
+    except ValueError as exc:
+        expected = str(exc).rpartition("expected ")[2]  # the record itself can be kilobytes long
+        raise ManifestError(
+            f"consumer {consumer.name!r}: a location bake.serve cannot hold, whose records need "
+            f"{expected} (docs/SERVE_FORMAT.md); shorten its default or SUB"
+        ) from None
 
 
 def _check_path_prefixes(assets: list[Asset]) -> None:

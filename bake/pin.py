@@ -1,17 +1,16 @@
 """``bake pin``: rewrite every reference to a repository in Dockerfiles to one digest-pinned reference.
 
 A reference is the repository as written, bare, tagged, digested or both
-(``REPO``, ``REPO:TAG``, ``REPO@sha256:…``, ``REPO:TAG@sha256:…``), where Dockerfiles name
-images: a ``FROM`` image, a ``COPY --from=`` source, an ``ARG`` default. Only those spans
-change; every other byte of the file stays as it was: line endings, comments, continuation
-lines, heredoc bodies, and other repositories that merely share a prefix (``REPO-runtime``,
-``REPO/sub``).
+(``REPO``, ``REPO:TAG``, ``REPO@sha256:…``, ``REPO:TAG@sha256:…``), where BuildKit takes an
+image from: a ``FROM`` image, a ``COPY --from=`` source, a ``RUN --mount=…,from=`` source (each
+also behind ``ONBUILD``), an ``ARG`` default. Only those spans change; every other byte of the
+file stays as it was: the BOM, line endings, comments, continuation lines, heredoc bodies, and
+other repositories that merely share a prefix (``REPO-runtime``, ``REPO/sub``).
 
-Hand-written because no library parses Dockerfiles back to their exact bytes: the Dockerfile
-parsers (BuildKit's, dockerfile-parse) normalise continuation lines and drop comments, which
-would lose the very bytes this must keep. This reads just enough of the grammar (escape
-directive, continuation lines, comment lines inside them, heredocs, flags, ARG pairs) to
-find the image names, and maps them back to their offsets in the original text.
+The file is read as BuildKit reads it (``bake.dockerfile``); hand-written because no library
+parses Dockerfiles back to their exact bytes (BuildKit's parser and dockerfile-parse normalise
+continuation lines and drop comments). A file BuildKit would refuse, or might read otherwise,
+is refused (exit 2), unchanged.
 """
 
 from __future__ import annotations
@@ -19,20 +18,19 @@ from __future__ import annotations
 import bisect
 import os
 import re
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bake.atomic import write_file
+from bake.dockerfile import Instruction, Span, Unsure, instructions, words
 from bake.errors import BakeError, UsageError
 
 TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
 DIGEST = r"sha256:[0-9a-f]{64}"
-_LINE = re.compile(r"[^\n]*\n|[^\n]+\Z")
-_ESCAPE_DIRECTIVE = re.compile(r"#\s*escape\s*=\s*(\S)\s*$", re.IGNORECASE)
-_DIRECTIVE = re.compile(r"#\s*[A-Za-z_]+\s*=")
-_HEREDOC = re.compile(r"<<(-?)([\"']?)([A-Za-z_][A-Za-z0-9_]*)\2")
 _ARG_PAIR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+# What a quote or an escape may hide inside a value: removed to see what the value names.
+_HIDING = str.maketrans("", "", "\"'\\`")
 
 
 class StalePin(BakeError):
@@ -51,134 +49,81 @@ class Reference:
     seen: str
 
 
-@dataclass(frozen=True)
-class _Instruction:
-    keyword: str
-    text: str  # the logical line: continuation lines joined, comment lines inside them dropped
-    offsets: tuple[int, ...]  # offsets[i]: where text[i] sits in the file
-
-
-def _physical_lines(text: str) -> list[tuple[int, str]]:
-    """Return (offset, content without its line ending) for every line of ``text``."""
-    lines = []
-    for match in _LINE.finditer(text):
-        content = match.group().removesuffix("\n").removesuffix("\r")
-        lines.append((match.start(), content))
-    return lines
-
-
-def _escape_char(lines: list[tuple[int, str]]) -> str:
-    """The escape character: ``\\`` unless an ``# escape=`` parser directive at the top says otherwise."""
-    for _, content in lines:
-        if not _DIRECTIVE.match(content):
-            break
-        if found := _ESCAPE_DIRECTIVE.match(content):
-            return found.group(1)
-    return "\\"
-
-
-def _is_blank_or_comment(content: str) -> bool:
-    stripped = content.strip()
-    return not stripped or stripped.startswith("#")
-
-
-def _instructions(text: str) -> Iterator[_Instruction]:
-    """Yield every instruction of a Dockerfile, each with its logical text mapped to file offsets."""
-    lines = _physical_lines(text)
-    continuation = re.compile(re.escape(_escape_char(lines)) + r"[ \t]*$")
-    i = 0
-    while i < len(lines):
-        if _is_blank_or_comment(lines[i][1]):
-            i += 1
-            continue
-        chars: list[str] = []
-        offsets: list[int] = []
-        while i < len(lines):
-            offset, content = lines[i]
-            i += 1
-            joined = continuation.search(content)
-            piece = content[: joined.start()] if joined else content
-            chars.extend(piece)
-            offsets.extend(range(offset, offset + len(piece)))
-            if not joined:
-                break
-            while i < len(lines) and _is_blank_or_comment(lines[i][1]):
-                i += 1  # Docker drops comment and empty lines inside a continued instruction
-        logical = "".join(chars)
-        keyword = logical.split(None, 1)[0].upper() if logical.strip() else ""
-        yield _Instruction(keyword, logical, tuple(offsets))
-        i = _skip_heredocs(logical, keyword, lines, i)
-
-
-def _skip_heredocs(logical: str, keyword: str, lines: list[tuple[int, str]], i: int) -> int:
-    """Return the index of the first line after the heredoc bodies ``logical`` opens (none: ``i``)."""
-    if keyword not in ("RUN", "COPY", "ADD"):
-        return i
-    for strip_tabs, _, word in _HEREDOC.findall(logical):
-        while i < len(lines):
-            content = lines[i][1]
-            i += 1
-            if (content.lstrip("\t") if strip_tabs else content) == word:
-                break
-    return i
-
-
-def _tokens(text: str) -> Iterator[tuple[int, str]]:
-    for match in re.finditer(r"\S+", text):
-        yield match.start(), match.group()
-
-
-def _image_values(instruction: _Instruction) -> Iterator[tuple[int, str]]:
-    """Yield (position in the logical text, value) of each image name the instruction holds."""
-    tokens = list(_tokens(instruction.text))[1:]
+def _image_values(instruction: Instruction) -> Iterator[Span]:
+    """Yield each image name the instruction holds, as BuildKit reads it."""
     if instruction.keyword == "FROM":
-        image = next(((pos, tok) for pos, tok in tokens if not tok.startswith("--")), None)
-        if image is not None:
-            yield image
-    elif instruction.keyword == "COPY":
-        for pos, tok in tokens:
-            if tok.startswith("--from="):
-                yield _unquoted(pos + len("--from="), tok[len("--from=") :])
-    elif instruction.keyword == "ARG":
-        for pos, tok in tokens:
-            if pair := _ARG_PAIR.match(tok):
-                yield _unquoted(pos + pair.end(), tok[pair.end() :])
+        image = re.match(r"[^\t\v\f\r ]*", instruction.args.text)
+        if image and image.group():
+            yield instruction.args[: image.end()]
+    for flag in instruction.flags:
+        name, _, _ = flag.text.partition("=")
+        if instruction.keyword == "COPY" and name == "--from":
+            yield flag[len("--from=") :]
+        elif instruction.keyword == "RUN" and name == "--mount":
+            yield from _mount_sources(flag[len("--mount=") :], instruction.line)
+    if instruction.keyword == "ARG":
+        for word in words(instruction.args, instruction.escape):
+            if pair := _ARG_PAIR.match(word.text):
+                yield _unquoted(word[pair.end() :])
 
 
-def _unquoted(pos: int, value: str) -> tuple[int, str]:
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        return pos + 1, value[1:-1]
-    return pos, value
+def _mount_sources(value: Span, line: int) -> Iterator[Span]:
+    """The ``from=`` fields of a ``--mount`` value (a CSV record; its keys are case-insensitive)."""
+    if '"' in value.text and "from" in value.text.lower():
+        raise Unsure(line, "a --mount value with CSV quotes near a from= field: bake does not rewrite those")
+    start = 0
+    for field in value.text.split(","):
+        key, sep, _ = field.partition("=")
+        if sep and key.lower() == "from":
+            yield value[start + len(key) + 1 : start + len(field)]
+        start += len(field) + 1
+
+
+def _unquoted(value: Span) -> Span:
+    text = value.text
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        return value[1:-1]
+    return value
+
+
+def _names(value: str, repository: str) -> bool:
+    return value == repository or value.startswith((f"{repository}:", f"{repository}@"))
 
 
 def find_references(text: str, repository: str, source: str = "<dockerfile>") -> list[Reference]:
-    """Return every reference to ``repository`` in Dockerfile ``text``, in file order.
+    """Return every reference to ``repository`` BuildKit sees in Dockerfile ``text``, in file order.
 
-    Raises UsageError naming ``source`` and the line for a reference bake cannot rewrite in
-    place: one with a variable or a malformed tag or digest, or one split across lines.
+    Raises UsageError naming ``source`` and the line for a file BuildKit would refuse or bake
+    may misread, and for a reference bake cannot rewrite in place: one with a variable, a
+    quote, an escape or a malformed tag or digest, or one split across lines.
     """
     exact = re.compile(rf"{re.escape(repository)}(?::{TAG})?(?:@{DIGEST})?")
-    starts = [offset for offset, _ in _physical_lines(text)]
+    starts = [m.start() for m in re.finditer(r"[^\n]*\n|[^\n]+\Z", text)]
     found = []
-    for instruction in _instructions(text):
-        for pos, value in _image_values(instruction):
-            if not (value == repository or value.startswith((f"{repository}:", f"{repository}@"))):
-                continue  # another image, or a repository that merely shares the prefix
-            start = instruction.offsets[pos]
-            line = bisect.bisect_right(starts, start)
-            if not exact.fullmatch(value):
-                raise UsageError(
-                    f"{source}:{line}: {value!r} names {repository} but is not REPO[:TAG][@sha256:DIGEST] "
-                    "written out; bake pin rewrites only literal references: write it as one"
-                )
-            end = instruction.offsets[pos + len(value) - 1] + 1
-            if end - start != len(value):
-                raise UsageError(
-                    f"{source}:{line}: the reference {value!r} is split across lines; put it on one line "
-                    "so bake pin can rewrite it in place"
-                )
-            found.append(Reference(start, end, line, value))
-    return found
+    try:
+        for instruction in instructions(text):
+            for value in _image_values(instruction):
+                if not _names(value.text.translate(_HIDING), repository):
+                    continue  # another image, or a repository that merely shares the prefix
+                line = bisect.bisect_right(starts, value.offsets[0])
+                if not (_names(value.text, repository) and exact.fullmatch(value.text)):
+                    raise UsageError(
+                        f"{source}:{line}: {value.text!r} names {repository} but is not "
+                        "REPO[:TAG][@sha256:DIGEST] written out; bake pin rewrites only literal "
+                        "references: write it as one"
+                    )
+                if not value.literal():
+                    raise UsageError(
+                        f"{source}:{line}: the reference {value.text!r} is split across lines; put it "
+                        "on one line so bake pin can rewrite it in place"
+                    )
+                found.append(Reference(value.offsets[0], value.offsets[-1] + 1, line, value.text))
+    except Unsure as exc:
+        raise UsageError(
+            f"{source}:{exc.line}: {exc.why}; bake pin edits only a Dockerfile it reads as BuildKit "
+            "does, and left this one unchanged: fix that line"
+        ) from None
+    return sorted(found, key=lambda ref: ref.start)
 
 
 def pin_text(text: str, references: Sequence[Reference], pinned: str) -> str:
@@ -200,10 +145,27 @@ class PinnedFile:
     stale: tuple[Reference, ...]
 
 
-def _read(path: Path) -> str:
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def _regular(path: Path, mode: int) -> None:
+    """Refuse what is not a regular file: a FIFO or a device would block, or answer what it likes."""
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "a device or other special file")
+        raise UsageError(f"{path}: not a regular file ({kind}); give the path of a Dockerfile")
+
+
+def _read(path: Path) -> bytes:
     try:
-        # surrogateescape: bytes that are not UTF-8 come back out exactly as they went in.
-        return path.read_bytes().decode("utf-8", "surrogateescape")
+        _regular(path, os.stat(path).st_mode)
+        # O_NONBLOCK: what became a FIFO since the stat opens at once, and is refused by fstat.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        try:
+            _regular(path, os.fstat(fd).st_mode)
+            with os.fdopen(os.dup(fd), "rb") as f:
+                return f.read()
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise UsageError(f"{path}: cannot read it ({exc.strerror}); give the path of a Dockerfile") from None
 
@@ -211,43 +173,94 @@ def _read(path: Path) -> str:
 def pin_files(paths: Sequence[Path], repository: str, pinned: str, *, check: bool) -> list[PinnedFile]:
     """Pin every reference to ``repository`` in ``paths`` to ``pinned``; return what each file held.
 
-    Every file is read and checked before any is written, so a bad one leaves all as they were.
-    A file is rewritten (atomically, its mode kept, a symlink's target) only where it changes.
-    With ``check`` nothing is written, and StalePin (exit 1) names each stale line as
-    ``file:line: seen → expected``. Raises UsageError for a file that cannot be read, that
-    holds no reference to ``repository``, or holds one bake cannot rewrite.
+    Every file is read and checked, and each that changes opened for writing, before any is
+    written, so a bad one leaves all as they were. A file is edited in place, as an editor
+    saves: its inode, hard links, owner and mode stay, and a symlink's target changes. With
+    ``check`` nothing is written, and StalePin (exit 1) names each stale line as ``file:line:
+    seen → expected``. Raises UsageError for a file that is not a regular one, cannot be read
+    or written, holds no reference to ``repository``, or holds one bake cannot rewrite.
     """
     plans = []
     for path in paths:
-        text = _read(path)
+        # surrogateescape: bytes that are not UTF-8 come back out exactly as they went in.
+        data = _read(path)
+        text = data.decode("utf-8", "surrogateescape")
         references = find_references(text, repository, str(path))
         if not references:
             raise UsageError(
-                f"{path}: no reference to {repository} (in FROM, COPY --from= or an ARG default); "
-                f"add `COPY --link --from={repository} / /` to the stage that needs it, then rerun bake pin"
+                f"{path}: no reference to {repository} (in FROM, COPY --from=, RUN --mount=…,from= or an "
+                f"ARG default); add `COPY --link --from={repository} / /` to the stage that needs it, then "
+                "rerun bake pin"
             )
         stale = tuple(ref for ref in references if ref.seen != pinned)
-        plans.append((path, text, PinnedFile(path, tuple(references), stale)))
+        new = pin_text(text, references, pinned).encode("utf-8", "surrogateescape")
+        plans.append((PinnedFile(path, tuple(references), stale), data, new))
     if check:
-        lines = [f"{p.path}:{ref.line}: {ref.seen} → {pinned}" for _, _, p in plans for ref in p.stale]
+        lines = [f"{p.path}:{ref.line}: {ref.seen} → {pinned}" for p, _, _ in plans for ref in p.stale]
         if lines:
             raise StalePin(
                 f"{len(lines)} stale reference(s) to {repository}; run the same bake pin without --check "
                 "and commit the result:\n" + "\n".join(lines)
             )
-        return [p for _, _, p in plans]
-    for path, text, plan in plans:
-        if plan.stale:
-            _write(path, pin_text(text, plan.references, pinned))
-    return [p for _, _, p in plans]
+    else:
+        _write_all([(p.path, old, new) for p, old, new in plans if p.stale])
+    return [p for p, _, _ in plans]
 
 
-def _write(path: Path, text: str) -> None:
-    target = path.resolve()  # a symlinked Dockerfile: its target changes, the link stays
+def _write_all(edits: Sequence[tuple[Path, bytes, bytes]]) -> None:
+    """Write each file's new bytes in place, all or none: every file is opened for writing before the
+    first is written, and a failed write (ENOSPC) puts back the bytes of each file written so far,
+    which fit in the blocks the file already had."""
+    opened: list[tuple[Path, int, bytes, bytes]] = []
     try:
-        mode = os.stat(target).st_mode & 0o7777
-        write_file(target, text.encode("utf-8", "surrogateescape"), mode=mode)
+        for path, old, new in edits:
+            opened.append((path, _open_for_edit(path, old), old, new))
+        for done, (path, fd, _, new) in enumerate(opened):
+            try:
+                _overwrite(fd, new)
+            except OSError as exc:
+                _put_back(opened[: done + 1], path, exc)
+    finally:
+        for _, fd, _, _ in opened:
+            os.close(fd)
+
+
+def _open_for_edit(path: Path, old: bytes) -> int:
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
         raise UsageError(
-            f"{path}: cannot write it ({exc.strerror}); the file is unchanged: make it writable and rerun"
+            f"{path}: cannot write it ({exc.strerror}); no file was changed: make it writable and rerun"
         ) from None
+    try:
+        _regular(path, os.fstat(fd).st_mode)
+        if os.pread(fd, len(old) + 1, 0) != old:
+            raise UsageError(f"{path}: it changed while bake pin read it; no file was changed: rerun")
+    except (OSError, UsageError):
+        os.close(fd)
+        raise
+    return fd
+
+
+def _overwrite(fd: int, data: bytes) -> None:
+    written = 0
+    while written < len(data):
+        written += os.pwrite(fd, data[written:], written)
+    os.ftruncate(fd, len(data))
+    os.fsync(fd)
+
+
+def _put_back(written: Sequence[tuple[Path, int, bytes, bytes]], failed: Path, exc: OSError) -> None:
+    """Restore the files already written; raise UsageError saying truthfully what changed."""
+    broken = []
+    for path, fd, old, _ in written:
+        try:
+            _overwrite(fd, old)
+        except OSError:
+            broken.append(str(path))
+    outcome = "no file was changed"
+    if broken:
+        outcome = (
+            f"{', '.join(broken)} could not be put back, may be half-written: restore from version control"
+        )
+    raise UsageError(f"{failed}: cannot write it ({exc.strerror}); {outcome}, then rerun") from None

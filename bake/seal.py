@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-from bake import consumers
+from bake import consumers, offline
 from bake.errors import UsageError, VerifyError
 from bake.index import LOCK_NAME, add_to_index, install_together, read_lock
 from bake.manifest import RESERVED_ROOT_NAMES, Asset, Assets, declared_consumers
@@ -157,6 +157,9 @@ def seal(dest: Path, assets: list[Asset], *, remove_stray: bool = False) -> int:
     serve_path = dest / consumers.SERVE_NAME
     if not serve_path.is_file() or serve_path.read_bytes() != serve:
         install_together({serve_path: serve})
+    switches = offline.write(offline.switches(table, [a.path for a in assets])).encode()
+    if not (dest / offline.NAME).is_file() or (dest / offline.NAME).read_bytes() != switches:
+        install_together({dest / offline.NAME: switches})
     # Children before their directory, which may already be read-only from an earlier seal.
     for base, dirs, files in os.walk(root, topdown=False):
         for name in files:

@@ -24,12 +24,17 @@ _CONSUMER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DIGITS = re.compile(r"^[0-9]+$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-# What a shell, the dynamic loader or an interpreter reads to decide what runs, or where (NAME*: a
-# prefix), in the order messages name them. The entrypoint's _load_loc spells it again in sh;
-# tests/test_servefile.py checks that both refuse each.
+# What a shell (bash, dash, busybox ash), the dynamic loader, libc or an interpreter reads to decide what
+# runs, or where (NAME*: a prefix), in the order messages name them: tests/test_servefile.py names the
+# manual that says so for each. The entrypoint's _load_loc spells it again in sh; that test checks that
+# both refuse each, and that the sh pattern is this table.
 REFUSED = (
-    "PATH", "IFS", "ENV", "BASH_ENV", "CDPATH", "PWD", "OLDPWD", "HOME", "SHELL", "PS4", "TMPDIR",
-    "LD_*", "PYTHON*", "PERL5*", "RUBY*", "NODE_*", "JAVA_TOOL_OPTIONS", "BAKE_*",
+    "PATH", "IFS", "ENV", "BASH_*", "BASHOPTS", "SHELLOPTS", "POSIXLY_CORRECT", "EXECIGNORE", "GLOBIGNORE",
+    "FUNCNEST", "FCEDIT", "PROMPT_COMMAND", "PS0", "PS1", "PS2", "PS3", "PS4", "OPTIND", "TMOUT", "CDPATH",
+    "PWD", "OLDPWD", "HOME", "SHELL", "_", "TMPDIR", "LD_*", "GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES",
+    "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "MUSL_LOCPATH", "MALLOC_*", "NIS_PATH", "NLSPATH",
+    "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR", "PYTHON*", "PERL5*", "RUBY*", "NODE_*",
+    "JAVA_TOOL_OPTIONS", "BAKE_*",
 )  # fmt: skip
 REFUSED_VARS = tuple(v for v in REFUSED if not v.endswith("*"))
 REFUSED_PREFIXES = tuple(v[:-1] for v in REFUSED if v.endswith("*"))

@@ -4,7 +4,9 @@
 #
 # Usage: bake-entrypoint COMMAND [ARG...]        set up, then exec COMMAND
 #        bake-entrypoint --print-env             set up, print `export VAR='...'`
-#                                                 lines for eval, run nothing
+#                                                 lines for eval, run nothing; a
+#                                                 runner keeps its exit status:
+#          bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"
 #        bake-entrypoint                         set up, run nothing, exit 0
 #
 # What to serve, and where, is data: $BAKE_ASSETS/bake.serve (default
@@ -13,8 +15,8 @@
 # per consumer its set, directories and placements) with `read`; the per-file
 # records are read by awk, and only when a location must be proved or copied file
 # by file. Nothing is sourced or eval'd. Per location:
-#   already served: a stamp in bake's own directory there, newer than every
-#   directory of the served tree, proves it with no process started.
+#   already served: a stamp in bake's own directory there, recording every
+#   directory of the served tree as one `stat` still sees it, proves it.
 #   the container's own filesystem (nothing there, an empty directory, a dangling
 #   link, or a directory bake made), a tmpfs, or a job-local directory: the
 #   linked view, links into $BAKE_ASSETS made whole per placement (`cp -rsT`
@@ -39,8 +41,8 @@
 # shell cannot open without following: an existing lock is looked at just before
 # it is opened; a name swapped in between is the one gap left.)
 #
-# Environment: BAKE_ASSETS, BAKE_VERIFY=1 (sha256sum -c first, and a hash of the
-# node copies served; exit 3 on a mismatch), BAKE_REQUIRE=1 (exit 6 if any
+# Environment: BAKE_ASSETS, BAKE_VERIFY=1 (sha256sum -c first, and a hash of
+# what each location serves; exit 3 on a mismatch), BAKE_REQUIRE=1 (exit 6 if any
 # location cannot be served), BAKE_QUIET=1 (no ready line), BAKE_SEED=0 (never
 # copy into node storage). Flags take 1/true/yes/on or 0/false/no/off/empty.
 # Exit codes before the job: 2 bad usage, 3 verification, 6 unservable.
@@ -64,6 +66,8 @@ _tab='	'
 _SERVED=0 _CANNOT_MAKE=1 _KEEP=2 _MOVE=3 _NOT_A_DIR=4
 # Local-disk speed for the wait bound: a copy, read, hashed and written once.
 _DISK_BYTES_PER_S=33554432 _WAIT_MARGIN_S=10
+# Without locks: a copier's lock directory whose time stood still this long is a dead job's.
+_STALE_S=30
 
 # The per-file half of bake.serve (SERVE_FORMAT.md): the `file` and `link` records of one
 # consumer, checked as a reader must, against `stat` lines on stdin. -v c=CONSUMER
@@ -231,7 +235,7 @@ _clock_ms() { # $1 start for the process's own start time: sets _now_ms to a mil
 _usage() {
 	# shellcheck disable=SC2016 # the $(...) is text for the reader to run
 	printf '%s\n' 'usage: bake-entrypoint COMMAND [ARG...]' \
-		'       bake-entrypoint --print-env    (runners: eval "$(bake-entrypoint --print-env)")'
+		'       bake-entrypoint --print-env    (runners: bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env")'
 }
 
 _parse_args() { # "$@": sets _mode to run or env; exits for --help and bad usage
@@ -239,7 +243,7 @@ _parse_args() { # "$@": sets _mode to run or env; exits for --help and bad usage
 	case ${1:-} in
 	--print-env)
 		if [ $# -ne 1 ]; then
-			_say "error: --print-env takes no command, saw '$2'; run the command after eval \"\$(bake-entrypoint --print-env)\""
+			_say "error: --print-env takes no command, saw '$2'; run the command after the runner line: bake_env=\$(bake-entrypoint --print-env) || exit; eval \"\$bake_env\""
 			exit 2
 		fi
 		_mode="env"
@@ -301,6 +305,18 @@ _parts() { # $1 kind (dir, place or skip), $2 consumer: sets _list to its record
 	done
 }
 
+_unsafe_var() { # $1 a variable name: succeed when a location may not name it (servefile.REFUSED): malformed, or read by a shell, the loader or libc to decide what runs
+	case $1 in
+	'' | [!A-Za-z_]* | *[!A-Za-z0-9_]* | PATH | IFS | ENV | BASH_* | BASHOPTS | SHELLOPTS | \
+		POSIXLY_CORRECT | EXECIGNORE | GLOBIGNORE | FUNCNEST | FCEDIT | PROMPT_COMMAND | PS0 | PS1 | \
+		PS2 | PS3 | PS4 | OPTIND | TMOUT | CDPATH | PWD | OLDPWD | HOME | SHELL | _ | TMPDIR | LD_* | \
+		GCONV_PATH | GETCONF_DIR | GLIBC_TUNABLES | HOSTALIASES | LOCALDOMAIN | LOCPATH | MUSL_LOCPATH | \
+		MALLOC_* | NIS_PATH | NLSPATH | RESOLV_HOST_CONF | RES_OPTIONS | TZDIR | PYTHON* | PERL5* | \
+		RUBY* | NODE_* | JAVA_TOOL_OPTIONS | BAKE_*) return 0 ;;
+	esac
+	return 1
+}
+
 _load_loc() { # loc ID CONSUMER MODE VAR SUB FALLBACK: check a loc record, or set _reason and fail
 	local expected="MODE export with no SUB or FALLBACK, or under with /PATH, \$HOME[/PATH] or an earlier @ID"
 	case $2 in '' | *[!A-Za-z0-9_.-]*) _reason="an ID of letters, digits, _ . -, saw '$2'" && return 1 ;; esac
@@ -309,13 +325,10 @@ _load_loc() { # loc ID CONSUMER MODE VAR SUB FALLBACK: check a loc record, or se
 	- | [A-Za-z0-9]*) case $3 in -) ;; *[!A-Za-z0-9._-]*) _reason="a CONSUMER name or -, saw '$3'" && return 1 ;; esac ;;
 	*) _reason="a CONSUMER name or -, saw '$3'" && return 1 ;;
 	esac
-	case $5 in
-	'' | [!A-Za-z_]* | *[!A-Za-z0-9_]* | PATH | IFS | ENV | BASH_ENV | CDPATH | PWD | OLDPWD | HOME | SHELL | PS4 | TMPDIR | \
-		JAVA_TOOL_OPTIONS | LD_* | PYTHON* | PERL5* | RUBY* | NODE_* | BAKE_*)
-		_reason="a variable name other than PATH, IFS, ENV, BASH_ENV, CDPATH, PWD, OLDPWD, HOME, SHELL, PS4, TMPDIR, LD_*, PYTHON*, PERL5*, RUBY*, NODE_*, JAVA_TOOL_OPTIONS and BAKE_*, saw '$5'"
+	if _unsafe_var "$5"; then
+		_reason="a variable name other than PATH, IFS, ENV, BASH_*, BASHOPTS, SHELLOPTS, POSIXLY_CORRECT, EXECIGNORE, GLOBIGNORE, FUNCNEST, FCEDIT, PROMPT_COMMAND, PS0, PS1, PS2, PS3, PS4, OPTIND, TMOUT, CDPATH, PWD, OLDPWD, HOME, SHELL, _, TMPDIR, LD_*, GCONV_PATH, GETCONF_DIR, GLIBC_TUNABLES, HOSTALIASES, LOCALDOMAIN, LOCPATH, MUSL_LOCPATH, MALLOC_*, NIS_PATH, NLSPATH, RESOLV_HOST_CONF, RES_OPTIONS, TZDIR, PYTHON*, PERL5*, RUBY*, NODE_*, JAVA_TOOL_OPTIONS and BAKE_*, saw '$5'"
 		return 1
-		;;
-	esac
+	fi
 	[ -z "$6" ] || _plain_path "$6" || { _reason="SUB as plain relative components, saw '$6'" && return 1; }
 	case $4:$6:$7 in
 	export:: | under:*:\$HOME | under:*:/) return 0 ;;
@@ -509,18 +522,29 @@ _was_job_local() { # $1 directory: succeed when an entrypoint made it job-local:
 	case $name in */* | *[!A-Za-z0-9_.-]*) return 1 ;; esac # a job-local directory itself, by its own name
 }
 
-_is_job_local() { # $1 path: succeed when it is in a job-local directory of this job
-	local name
+_is_job_local() { # $1 path: succeed when it is in a job-local directory of this job, through no link
+	local name part entry IFS
 	case $1 in "$_jobtmp"/bake-*) ;; *) return 1 ;; esac
 	name=${1#"$_jobtmp"/}
 	# Their names (bake-VAR.SUFFIX) hold no newline, whatever TMPDIR holds.
-	case $_nl$_jobnames in *"$_nl${name%%/*}$_nl"*) return 0 ;; esac
-	return 1
+	case $_nl$_jobnames in *"$_nl${name%%/*}$_nl"*) ;; *) return 1 ;; esac
+	# A view of a re-pointed variable links the entries of the directory it named: a path
+	# through one of those links is that directory's, never job-local.
+	part=$_jobtmp/${name%%/*}
+	[ "$name" != "${name#*/}" ] || return 0
+	IFS=/
+	for entry in ${name#*/}; do
+		part=$part/$entry
+		[ ! -L "$part" ] || return 1
+	done
 }
 
 _job_dir() { # $1 variable: sets _made to a fresh private directory for it under ${TMPDIR:-/tmp}
 	local tmp="${TMPDIR:-/tmp}"
 	case $tmp in /*) ;; *) tmp=$PWD/$tmp ;; esac
+	# A runner may make its TMPDIR only after this runs (vLLM's docker path does, in its preflight):
+	# made here as the job's own `mkdir -p` would make it, with the same umask and owner.
+	[ -d "$tmp" ] || mkdir -p -- "$tmp" 2>/dev/null || :
 	_jobcount=$((_jobcount + 1))
 	# A new entry: mkdir never follows a link at the name it makes, and a name someone took (this
 	# pid's, in another container sharing TMPDIR) falls back to mktemp.
@@ -542,38 +566,53 @@ _state_ok() { # $1 directory, $2 state: succeed when bake's state directory is t
 	done
 }
 
-_stamped() { # $1 directory, $2 consumer: succeed when a stamp proves its files served there, starting no process
-	local dir="$1" stamp root entry view IFS
-	_set_of "$2" && _state_ok "$dir" "$_state" || return 1
-	stamp=$dir/$_state/served.$_digest
-	if [ -f "$stamp.linked" ] && [ ! -L "$stamp.linked" ]; then
-		IFS= read -r root 2>/dev/null <"$stamp.linked" || :
-		[ "${root:-}" = "$_assets" ] || return 1
-		view=linked stamp=$stamp.linked
-	elif [ -f "$stamp.copied" ] && [ ! -L "$stamp.copied" ]; then
-		view=copied stamp=$stamp.copied
-	else
-		return 1
-	fi
-	# A directory gains a newer mtime whenever an entry in it is added, removed or renamed.
+_dir_stats() { # $1 directory, $2 consumer, $3 view: sets _stats to each directory of the view, as `stat` sees it now
+	local dir="$1" view="$3" entry IFS
 	_parts dir "$2"
+	set --
 	IFS=$_nl
 	for entry in $_list; do
 		[ "$view" = copied ] || [ "${entry%%"$_tab"*}" = both ] || continue
-		[ "$stamp" -nt "$dir/${entry#*"$_tab"}" ] || return 1
+		set -- "$@" "$dir/${entry#*"$_tab"}"
 	done
+	# Inode, mtime and ctime to the nanosecond (%y and %z, in GNU and busybox stat alike): an
+	# entry added, removed or renamed moves both times, a tree copied with its times kept has
+	# other inodes, and no clock, stepped back or ahead, can make a changed directory look the same.
+	_stats=$(stat -c '%i %y %z' -- "$@" 2>/dev/null) || _stats=''
 }
 
-_stamp_begin() { # $1 directory, $2 consumer: sets _tmp_stamp to a new file in its state directory, or empty
+_stamped() { # $1 directory, $2 consumer: succeed when its stamp recorded every directory of the view as it is now
+	local dir="$1" stamp view root line recorded=''
+	_set_of "$2" && _state_ok "$dir" "$_state" || return 1
+	stamp=$dir/$_state/served.$_digest
+	if [ -f "$stamp.linked" ] && [ ! -L "$stamp.linked" ]; then
+		view=linked
+	elif [ -f "$stamp.copied" ] && [ ! -L "$stamp.copied" ]; then
+		view=copied
+	else
+		return 1
+	fi
+	{
+		IFS= read -r root || return 1
+		while IFS= read -r line; do recorded=$recorded$line$_nl; done
+	} 2>/dev/null <"$stamp.$view" || return 1
+	[ "$view" = copied ] || [ "$root" = "$_assets" ] || return 1
+	_dir_stats "$dir" "$2" "$view"
+	[ -n "$_stats" ] && [ "$recorded" = "$_stats$_nl" ]
+}
+
+_stamp_begin() { # $1 directory, $2 consumer, $3 view: sets _tmp_stamp to a new stamp in its state directory, or empty
 	_tmp_stamp=''
 	_set_of "$2" && _state_ok "$1" "$_state" || return 0
-	# Made before the proof: whatever changes after it makes a directory newer than the stamp. A
-	# builtin write, created with O_EXCL (noclobber, nothing there), 0644 for every job's user;
-	# mktemp only when the name is taken (this pid's, from another container on the same node).
+	# The directories are recorded before the proof: whatever changes during it makes the stamp
+	# disagree later. A builtin write, created with O_EXCL (noclobber, nothing there), 0644 for
+	# every job's user; mktemp only when the name is taken (this pid's, from another container).
+	_dir_stats "$1" "$2" "$3"
+	[ -n "$_stats" ] || return 0
 	_tmp_stamp=$1/$_state/.served.$$
-	if [ -e "$_tmp_stamp" ] || [ -L "$_tmp_stamp" ] || ! _write_new "$_tmp_stamp" "$_assets"; then
+	if [ -e "$_tmp_stamp" ] || [ -L "$_tmp_stamp" ] || ! _write_new "$_tmp_stamp" "$_assets$_nl$_stats"; then
 		_tmp_stamp=$(mktemp "$1/$_state/.served.XXXXXX" 2>/dev/null) || _tmp_stamp=''
-		[ -z "$_tmp_stamp" ] || { printf '%s\n' "$_assets" 2>/dev/null >"$_tmp_stamp" &&
+		[ -z "$_tmp_stamp" ] || { printf '%s\n' "$_assets" "$_stats" 2>/dev/null >"$_tmp_stamp" &&
 			chmod 0644 -- "$_tmp_stamp"; } || _tmp_stamp=''
 	fi
 }
@@ -590,7 +629,9 @@ _stamp_new() { # $1 directory, $2 consumer, $3 view: stamp a location just made 
 	local stamp
 	_set_of "$2" && _state_ok "$1" "$_state" || return 0
 	stamp=$1/$_state/served.$_digest.$3
-	[ -e "$stamp" ] || [ -L "$stamp" ] || _write_new "$stamp" "$_assets" || :
+	[ ! -e "$stamp" ] && [ ! -L "$stamp" ] || return 0
+	_dir_stats "$1" "$2" "$3"
+	[ -z "$_stats" ] || _write_new "$stamp" "$_assets$_nl$_stats" || :
 }
 
 _stamp_end() { # $1 directory, $2 consumer, $3 view, $4 1 to keep it: put the stamp begun in place, or drop it
@@ -749,7 +790,7 @@ _linked() { # $1 directory, $2 consumer, $3 1 for a fresh job-local one: serve t
 	case $_nl$_list in *"${_nl}tree$_tab"*) [ -n "$3" ] || tree=1 ;; esac
 	if [ -n "$tree" ] && [ -f "$dir/$state/links" ]; then
 		# Made before: proved as it is first, so that a start that changes nothing writes nothing.
-		_stamp_begin "$dir" "$2"
+		_stamp_begin "$dir" "$2" linked
 		if _prove "$dir" "$2" linked || { _place "$dir" "$2" || _prove "$dir" "$2" linked; }; then proven=1; fi
 	else
 		# The marker first: a job starting beside this one, or this job's runner starting again
@@ -761,7 +802,7 @@ _linked() { # $1 directory, $2 consumer, $3 1 for a fresh job-local one: serve t
 			[ -z "$tree" ] || _stamp_new "$dir" "$2" linked
 			return "$_SERVED"
 		fi
-		[ -z "$tree" ] || _stamp_begin "$dir" "$2"
+		[ -z "$tree" ] || _stamp_begin "$dir" "$2" linked
 		! _prove "$dir" "$2" linked || proven=1
 	fi
 	[ -z "$tree" ] || _stamp_end "$dir" "$2" linked "$proven"
@@ -873,13 +914,23 @@ _open_lock() { # $1 lock file: open it on fd 9, as a new file or a regular one, 
 	fi
 }
 
-_take_lock() { # $1 directory, $2 consumer: hold its lock on fd 9 as the copier (_copier=1) or after a wait
-	local state bytes bound started
+_take_lock() { # $1 directory, $2 consumer: hold its lock on fd 9 as the copier (_copier=1) or after a wait; sets _lockless where locks fail
+	local state bytes bound started failed
 	_set_of "$2"
 	state=$_state bytes=$_bytes
 	_open_lock "$1/$state/lock" || return 1
-	if flock -n 9 2>/dev/null; then
+	if ! command -v flock >/dev/null 2>&1; then
+		_lockless="no flock on PATH"
+		return 0
+	fi
+	# A lock held elsewhere fails in silence (util-linux and busybox alike); a lock call that
+	# fails (ENOLCK on NFS without lockd, EOPNOTSUPP) says why on stderr.
+	if failed=$(flock -n 9 2>&1); then
 		_copier=1
+		return 0
+	fi
+	if [ -n "$failed" ]; then
+		_lockless="flock -n on $1/$state/lock failed: ${failed##*: }"
 		return 0
 	fi
 	bound=$((_WAIT_MARGIN_S + bytes / _DISK_BYTES_PER_S))
@@ -895,16 +946,85 @@ _take_lock() { # $1 directory, $2 consumer: hold its lock on fd 9 as the copier 
 		_notes="$_notes; waited $(((_now_ms - started) / 1000)) s for another job's copy into $1"
 }
 
-_copy_in() { # $1 directory, $2 consumer: as the copier, copy the missing files in; sets _reason if it could not
-	local dir="$1" state root staging out
+_seed_lockless() { # $1 directory, $2 consumer: copy in under an exclusive mkdir, or wait for the job that holds it
+	local lock looks=0 seen='' now since=''
 	_set_of "$2"
-	state=$_state root=$_root
-	set +f
-	rm -rf -- "$dir/$state"/partial.* 2>/dev/null || : # a dead copier's: only the lock holder makes them
-	set -f
-	staging=$(mktemp -d "$dir/$state/partial.XXXXXX" 2>/dev/null) || staging=''
+	lock=$1/$_state/copying
+	_notes="$_notes; $1: $_lockless, so an exclusive mkdir of ${lock##*/} stands in for the lock"
+	while :; do
+		if [ "$looks" -gt 0 ] && _prove "$1" "$2" copied; then
+			_notes="$_notes; waited for another job's copy into $1"
+			return 0
+		fi
+		# mkdir is atomic on NFS too: one job makes it, and copies; the others wait for its copies.
+		if mkdir -- "$lock" 2>/dev/null; then
+			_copier=1
+			_heartbeat "$lock"
+			_copy_in "$1" "$2" "$lock" || :
+			kill "$_beat" 2>/dev/null || :
+			wait "$_beat" 2>/dev/null || :
+			rm -rf -- "$lock" 2>/dev/null || :
+			[ -z "$_reason" ]
+			return
+		fi
+		_kind_of "$lock"
+		case $_why in
+		"a directory") ;;
+		nothing) continue ;; # the copier just finished, or was reclaimed: prove, or copy what is missing
+		*) _in_the_way "the lock $lock" || return 1 ;;
+		esac
+		# A live copier refreshes its lock's time every 2 s. One that stood still for the whole of
+		# _STALE_S, as this job watched it (no clock is compared across machines), is a dead
+		# job's: moved aside whole, with its partial, by the waiter that sees it first.
+		now=$(stat -c %y -- "$lock" 2>/dev/null) || continue
+		_clock_ms
+		if [ "$now" != "$seen" ]; then
+			seen=$now since=${_now_ms:-0} looks=$((looks + 1))
+		elif [ $((${_now_ms:-$((since + looks * 200))} - since)) -ge $((_STALE_S * 1000)) ]; then
+			_reclaim "$lock"
+			seen=''
+			continue
+		fi
+		looks=$((looks + 1))
+		sleep 0.2 2>/dev/null || sleep 1
+	done
+}
+
+_heartbeat() { # $1 lock directory: sets _beat to a process that refreshes its time every 2 s while it is there
+	(
+		# The nap runs in the background, so that TERM ends this at once, not after the nap.
+		trap 'kill "${nap:-}" 2>/dev/null; exit 0' TERM
+		while :; do
+			sleep 2 &
+			nap=$!
+			wait "$nap" || :
+			[ -d "$1" ] && [ ! -L "$1" ] || exit 0
+			touch -c -h -- "$1" 2>/dev/null || exit 0
+		done
+	) &
+	_beat=$!
+}
+
+_reclaim() { # $1 a dead copier's lock directory: move it aside (one waiter wins the rename), then remove it
+	local aside
+	aside=$(mktemp -u "${1%/*}/stale.XXXXXX" 2>/dev/null) || return 0
+	mv -T -- "$1" "$aside" 2>/dev/null || return 0
+	rm -rf -- "$aside" 2>/dev/null || :
+	_notes="$_notes; removed a dead job's unfinished copy in ${1%/*}"
+}
+
+_copy_in() { # $1 directory, $2 consumer, $3 the lock directory without locks: as the copier, copy the missing files in; sets _reason if not
+	local dir="$1" state root staging out parent
+	_set_of "$2"
+	state=$_state root=$_root parent=${3:-$dir/$_state}
+	if [ -z "${3:-}" ]; then
+		set +f
+		rm -rf -- "$dir/$state"/partial.* 2>/dev/null || : # a dead copier's: only the flock holder makes them
+		set -f
+	fi
+	staging=$(mktemp -d "$parent/partial.XXXXXX" 2>/dev/null) || staging=''
 	if [ -z "$staging" ]; then
-		_reason="node storage that cannot be written (no partial directory in $dir/$state)"
+		_reason="node storage that cannot be written (no partial directory in $parent)"
 		return 1
 	fi
 	_copies=0 _copy_bytes=0
@@ -954,13 +1074,17 @@ _first_failure() { # $1 staging directory: name the first copy sha256sum -c fail
 
 _seed() { # $1 directory, $2 consumer: take the lock, then copy (the copier) or prove (a waiter); sets _reason if not
 	local tool
-	for tool in awk flock xargs; do
+	for tool in awk xargs; do
 		command -v "$tool" >/dev/null 2>&1 && continue
 		_reason="node storage, left as is: no $tool on PATH to copy into it safely"
 		return 1
 	done
 	_node_dirs "$1" "$2" || return 1
 	_take_lock "$1" "$2" || return 1
+	if [ -n "$_lockless" ]; then
+		_seed_lockless "$1" "$2"
+		return
+	fi
 	# A waiter proves what the copier left; a copier that died left its lock to the kernel.
 	if [ -z "$_copier" ] && ! _prove "$1" "$2" copied; then
 		flock -u 9 2>/dev/null || :
@@ -975,8 +1099,8 @@ _seed() { # $1 directory, $2 consumer: take the lock, then copy (the copier) or 
 
 _copied() { # $1 directory, $2 consumer: serve the copied view there; returns a status
 	local dir="$1" failed=''
-	_copier=''
-	[ -z "$_seed" ] || _stamp_begin "$dir" "$2"
+	_copier='' _lockless=''
+	[ -z "$_seed" ] || _stamp_begin "$dir" "$2" copied
 	if ! _prove "$dir" "$2" copied; then
 		if [ -z "$_seed" ]; then
 			_reason="node storage, left as is under BAKE_SEED=0${_missing:+ ($_missing: $_why)}"
@@ -988,7 +1112,7 @@ _copied() { # $1 directory, $2 consumer: serve the copied view there; returns a 
 			case $_reason in *"cannot be written"* | *"did not match"* | *"no "*" on PATH"*) return "$_KEEP" ;; esac
 			return "$_MOVE"
 		fi
-		_stamp_begin "$dir" "$2"
+		_stamp_begin "$dir" "$2" copied
 		_prove "$dir" "$2" copied || failed=1
 	fi
 	exec 9>&-
@@ -998,23 +1122,23 @@ _copied() { # $1 directory, $2 consumer: serve the copied view there; returns a 
 		return "$_MOVE"
 	fi
 	_stamp_end "$dir" "$2" copied 1
-	[ -z "$_verify" ] || _verify_copies "$dir" "$2"
+	[ -z "$_verify" ] || _verify_served "$dir" "$2" copied
 	return "$_SERVED"
 }
 
-_verify_copies() { # $1 directory, $2 consumer: BAKE_VERIFY=1: hash the node copies served; exit 3 on a mismatch
+_verify_served() { # $1 directory, $2 consumer, $3 view: BAKE_VERIFY=1: hash what the view serves there; exit 3 on a mismatch
 	local out line file got
-	out=$(_awk "$2" copied sums | (cd -- "$1" && sha256sum -c - 2>&1)) && return 0
+	out=$(_awk "$2" "$3" sums | (cd -- "$1" && sha256sum -c - 2>&1)) && return 0
 	while IFS= read -r line; do
 		case $line in *': FAILED'*) ;; *) continue ;; esac
 		file=${line%%: FAILED*}
 		if got=$(sha256sum <"$1/$file" 2>/dev/null); then got="sha256 ${got%% *}"; else got="no readable file"; fi
-		_say "error: BAKE_VERIFY=1: $1/$file: expected the baked file's sha256 (bake.serve), saw $got; remove that copy from node storage, the next job copies it again; job not started"
+		_say "error: BAKE_VERIFY=1: $1/$file: expected the baked file's sha256 (bake.serve), saw $got; remove it, the next start serves the baked file there again; job not started"
 		exit 3
 	done <<EOF
 $out
 EOF
-	_say "error: BAKE_VERIFY=1: $1: expected every node copy to hash as baked, saw: $out; job not started"
+	_say "error: BAKE_VERIFY=1: $1: expected every file served there to hash as baked, saw: $out; job not started"
 	exit 3
 }
 
@@ -1072,11 +1196,14 @@ _serve_at() { # $1 directory, $2 consumer: serve its files there; returns a stat
 		return
 	fi
 	_where "$1" "$2" || return
-	if [ "$_view" = linked ]; then
-		_linked "$1" "$2" ''
-	else
+	[ "$_view" = linked ] || {
 		_copied "$1" "$2"
-	fi
+		return
+	}
+	_linked "$1" "$2" '' || return
+	# A location bake did not just make may hold, beside its links, a file of the baked size
+	# at a baked name: under BAKE_VERIFY=1 the linked view is hashed as the copied view is.
+	[ -z "$_verify" ] || _verify_served "$1" "$2" linked
 }
 
 _problem() { # $1 location, $2 expected, $3 seen, $4 what to do: one warning (error under BAKE_REQUIRE)
@@ -1154,6 +1281,24 @@ _serve_export() { # $1 variable, $2 its directory or empty, $3 _serve_at's statu
 		"make ${TMPDIR:-/tmp} writable, or point $var at a writable directory"
 }
 
+_keep_view() { # $1 variable, $2 the directory it names, $3 SUB: sets _made to a job-local view of it, SUB left to serve
+	local made from rest first
+	_job_dir "$1" || return 1
+	made=$_made from=$2 rest=$3
+	# Every entry the variable's directory holds stays in view through a link (a shared model
+	# cache stays whole); only the path down to SUB is made of real directories, for bake to serve.
+	while :; do
+		first=${rest%%/*}
+		if [ -d "$from" ]; then
+			find "$from/" -mindepth 1 -maxdepth 1 -exec sh -c 'ln -s -- "$@" "$0/" 2>/dev/null; :' "$made" '{}' + 2>/dev/null || :
+			rm -f -- "$made/$first" 2>/dev/null || :
+		fi
+		mkdir -- "$made/$first" 2>/dev/null || return 1
+		[ "$rest" != "$first" ] || return 0
+		made=$made/$first from=$from/$first rest=${rest#*/}
+	done
+}
+
 _serve_under() { # $1 loc ID, $2 its variable, $3 its SUB, $4 its directory or empty, $5 _serve_at's status: warn, or go job-local
 	local var="$2" where fix
 	if [ -z "$4" ]; then
@@ -1164,7 +1309,7 @@ _serve_under() { # $1 loc ID, $2 its variable, $3 its SUB, $4 its directory or e
 	fi
 	case $5 in
 	"$_CANNOT_MAKE" | "$_MOVE")
-		if ! _is_job_local "$4" && _job_dir "$var"; then
+		if ! _is_job_local "$4" && _keep_view "$var" "${4%/"$3"}" "$3"; then
 			_hostile_warning "$where"
 			_export "$var" "$_made"
 			if [ "$5" -eq "$_CANNOT_MAKE" ]; then
@@ -1361,9 +1506,65 @@ _serve_all() { # serve every loc of bake.serve, in its order
 	done
 }
 
+# --- BAKE_OFFLINE=1
+
+_offline_ok() { # $1 consumer, $2 variable, $3 value: succeed for a switch bake.offline may hold (SERVE_FORMAT.md)
+	case $1 in '' | [!A-Za-z0-9]* | *[!A-Za-z0-9._-]*) return 1 ;; esac
+	! _unsafe_var "$2" || return 1
+	case $3 in
+	@*) case ${3#@} in *[!A-Za-z0-9._/-]*) return 1 ;; esac && _plain_path "${3#@}" ;;
+	'' | *[!A-Za-z0-9._-]*) return 1 ;;
+	esac
+}
+
+_baked_whole() { # $1 consumer: succeed when it has a set record and no location of it went unserved in this start
+	local IFS="$_nl" record
+	_find set "$1" || return 1
+	for record in $_head; do
+		case $record in "loc$_tab"*) ;; *) continue ;; esac
+		_split "$record"
+		[ "$_3" = "$1" ] || continue
+		_tally_of "$_2"
+		[ "$_n" -eq 0 ] || return 1
+	done
+}
+
+_offline() { # export each fully baked consumer's own offline switches, as $_assets/bake.offline lists them
+	local file="$_assets/bake.offline" line number=0 consumer var value current exported=''
+	if [ ! -f "$file" ] || [ ! -r "$file" ]; then
+		_say "warning: BAKE_OFFLINE=1: $file: expected the offline switches bake seal writes, saw no readable file; no switch exported: reseal with this bake"
+		return 0
+	fi
+	while IFS= read -r line || [ -n "$line" ]; do
+		number=$((number + 1))
+		if [ "$number" -eq 1 ]; then
+			[ "$line" = '# bake offline v1' ] && continue
+			_say "warning: BAKE_OFFLINE=1: $file: expected '# bake offline v1' as its first line, saw another; no switch exported"
+			return 0
+		fi
+		case $line in '' | '#'*) continue ;; esac
+		_split "$line"
+		consumer=$_1 var=$_2 value=$_3
+		if [ "$line" != "$consumer$_tab$var$_tab$value" ] || ! _offline_ok "$consumer" "$var" "$value"; then
+			_say "warning: BAKE_OFFLINE=1: $file line $number: expected CONSUMER, VAR and VALUE (a word, or @PATH in the asset directory), saw another line; skipped"
+			continue
+		fi
+		_baked_whole "$consumer" || continue
+		case $value in @*) value=$_assets/${value#@} ;; esac
+		eval "current=\${$var:-}"
+		if [ -n "$current" ] && [ "$current" != "$value" ]; then
+			_say "warning: BAKE_OFFLINE=1: $var='$current' is the job's own and is left as is; offline, $consumer would read $var='$value'"
+			continue
+		fi
+		_export "$var" "$value"
+		exported="$exported $var"
+	done <"$file"
+	[ -z "$exported" ] || _notes="$_notes; offline:$exported"
+}
+
 _main() {
 	_t0='' _unserved=0 _notes='' _exports='' _jobcount=0 _jobtmp='' _jobnames='' _tally='' _require='' _seed='' _verify='' _report=1
-	_reason='' _missing='' _why='' _hostile='' _copier='' _tmp_stamp='' _copies=0 _copy_bytes=0
+	_reason='' _missing='' _why='' _hostile='' _copier='' _lockless='' _beat='' _tmp_stamp='' _copies=0 _copy_bytes=0
 	if _flag BAKE_QUIET 0; then _quiet=1; else
 		_quiet=
 		_clock_ms start
@@ -1373,11 +1574,13 @@ _main() {
 	if _flag BAKE_REQUIRE 0; then _require=1; fi
 	if _flag BAKE_SEED 1; then _seed=1; fi
 	if _flag BAKE_VERIFY 0; then _verify=1; fi
+	_offline_on='' && if _flag BAKE_OFFLINE 0; then _offline_on=1; fi
 	_assets=${BAKE_ASSETS:-/opt/bake/assets}
 	case $_assets in /*) ;; *) _assets=$PWD/$_assets ;; esac
 	_load_serve || _no_assets "$@"
 	if [ -n "$_verify" ]; then _verify; fi
 	_serve_all
+	[ -z "$_offline_on" ] || _offline
 	if [ "$_unserved" -gt 0 ] && [ -n "$_require" ]; then
 		_say "error: BAKE_REQUIRE=1: $_unserved location(s) above cannot serve the baked files from $_assets; fix them or unset BAKE_REQUIRE; job not started"
 		exit 6

@@ -19,10 +19,11 @@ ruff check .
 ruff format --check .
 # Ubuntu 22.04 ROCm images run bake verify/doctor on Python 3.10.
 vermin --no-tips --violations --eval-annotations -t=3.10- --exclude-regex '^bake/_vendor/' bake scripts tests
-shellcheck scripts/*.sh docker/*.sh docker/examples/vllm/.buildkite/scripts/*.sh tests/pod/*.sh .ci/run
+shellcheck scripts/*.sh docker/*.sh docker/examples/vllm/.buildkite/scripts/*.sh \
+  docker/examples/vllm-omni/.buildkite/amd/scripts/*.sh tests/pod/*.sh .ci/run
 hadolint docker/Dockerfile tests/image/*.Dockerfile
 # DL3067 flags `COPY --from=IMAGE / /`, which is how vLLM's ci_base takes bake's FROM scratch images whole.
-hadolint --ignore DL3067 docker/examples/vllm/docker/Dockerfile.rocm
+hadolint --ignore DL3067 docker/examples/vllm/docker/Dockerfile.rocm docker/examples/vllm-omni/docker/Dockerfile.rocm
 
 echo "== docker toolchain"
 toolchain_was_up=0

@@ -32,7 +32,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "entrypoint.sh"
 # Commands the script may run besides its shell's builtins; the jobs use env, sh and cat.
 TOOLS = (
     "awk", "cat", "chmod", "cp", "date", "env", "find", "flock", "id", "ln", "mkdir", "mktemp", "mv",
-    "rm", "sh", "sha256sum", "stat", "sync", "true", "xargs",
+    "rm", "sh", "sha256sum", "sleep", "stat", "sync", "touch", "true", "xargs",
 )  # fmt: skip
 SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
 

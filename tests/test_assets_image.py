@@ -7,6 +7,7 @@ The real thing (a registry, a wiped builder, a second bake file) runs in scripts
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import textwrap
 import uuid
@@ -62,6 +63,8 @@ from tests.registries import push_manifest
 
 state = Path(os.environ["FAKE_DOCKER_STATE"])
 args = sys.argv[1:]
+if args[:2] == ["buildx", "imagetools"]:  # the registry's own manifest bytes, as the real docker fetches them
+    os.execv(os.environ["FAKE_DOCKER_REAL"], ["docker", *args])
 with open(state / "calls.jsonl", "a") as log:
     log.write(json.dumps({"argv": args, "cwd": os.getcwd()}) + "\\n")
 if args[:2] == ["buildx", "bake"] and "--print" in args:
@@ -108,6 +111,7 @@ def docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeDocker:
     script = bin_dir / "docker"
     script.write_text(f"#!{sys.executable}\n{FAKE_DOCKER}")
     script.chmod(0o755)
+    monkeypatch.setenv("FAKE_DOCKER_REAL", shutil.which("docker") or "docker")
     monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
     monkeypatch.setenv("FAKE_DOCKER_STATE", str(state))
     monkeypatch.setenv("FAKE_DOCKER_REPO", str(Path(__file__).resolve().parents[1]))
@@ -155,12 +159,19 @@ def test_a_repository_without_tag_is_accepted(repo: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "repo",
-    [f"{REPO}:v1", f"{REPO}@sha256:{SHA_A}", "", "registry.example/", " bake-assets"],
-    ids=["tag", "digest", "empty", "trailing slash", "space"],
+    ("repo", "says"),
+    [
+        (f"{REPO}:v1", "without a tag or digest"),
+        (f"{REPO}@sha256:{SHA_A}", "without a tag or digest"),
+        ("", "not a repository name Docker can parse"),
+        ("registry.example/", "not a repository name Docker can parse"),
+        (" bake-assets", "not a repository name Docker can parse"),
+        ("a" * 256, "256 characters, more than 255"),
+    ],
+    ids=["tag", "digest", "empty", "trailing slash", "space", "256 characters"],
 )
-def test_a_tag_or_a_malformed_repository_is_a_usage_error(repo: str) -> None:
-    with pytest.raises(UsageError, match="without a tag or digest"):
+def test_a_tag_or_a_malformed_repository_is_a_usage_error(repo: str, says: str) -> None:
+    with pytest.raises(UsageError, match=says):
         check_repo(repo)
 
 

@@ -25,6 +25,7 @@ MEASURES = [
     "fresh_builder",
     "entrypoint",
     "scale",
+    "runner_line",
 ]
 SECONDS = {
     "cold_fetch": [
@@ -40,7 +41,7 @@ SECONDS = {
     "base_bump": ["build_seconds", "push_seconds"],
     "fresh_builder": ["publish_seconds", "seconds"],
     "entrypoint": ["median_ms_entrypoint_true", "median_ms_entrypoint_true_unset", "median_ms_true"],
-    "scale": ["digest_seconds", "seal_seconds"],
+    "scale": ["digest_seconds", "seal_seconds", "harvest_seconds"],
 }
 SCALE_CASES = ("fresh", "empty", "served", "cp -rs", "node", "node served", "hub fresh", "hub served")
 ZERO_ASSET_BYTES = {
@@ -105,7 +106,7 @@ def test_every_measure_is_reported(report: dict, measure: str) -> None:
 
 def test_every_measure_has_a_verdict(report: dict) -> None:
     rows = report["targets"]
-    assert [row["measure"].split(". ", 1)[0] for row in rows] == [str(i) for i in range(1, 10)]
+    assert [row["measure"].split(". ", 1)[0] for row in rows] == [str(i) for i in range(1, 11)]
     assert all(isinstance(row["met"], bool) and row["result"] and row["target"] for row in rows)
 
 
@@ -170,12 +171,28 @@ def test_the_entrypoint_ran_as_often_as_the_profile_says(report: dict) -> None:
     assert report["measures"]["entrypoint"]["runs"] == 20
 
 
+def test_the_runner_line_is_measured_in_a_fresh_job_at_every_location_count(report: dict) -> None:
+    line = report["measures"]["runner_line"]
+    assert line["line"] == 'bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"'
+    assert line["runs"] == 20 and line["shell"] == "bash -o pipefail"
+    assert {n: row["files"] for n, row in line["locations"].items()} == {"3": 2, "9": 8, "27": 26}
+    for row in line["locations"].values():
+        assert 0 < row["median_ms_without"] < row["median_ms_with_line"] < 60_000, row
+    assert line["line_ms_two_files"] == line["locations"]["3"]["line_ms"]
+    assert set(line["ms_per_location"]) == {"3-9", "9-27"}
+
+
 def test_every_scale_case_is_measured_at_every_count(report: dict) -> None:
     scale = report["measures"]["scale"]
     assert sorted(map(int, scale["files"])) == [10, 100]  # the smoke profile's counts
     for row in scale["files"].values():
         assert all(0 < row[case] < 60_000 for case in SCALE_CASES), row
     assert set(scale["ratios"]) == set(SCALE_CASES) and scale["ratio_of"] == [10, 100]
+
+
+def test_harvest_names_every_damaged_cached_file(report: dict) -> None:
+    scale = report["measures"]["scale"]
+    assert scale["harvest_files"] == 100 and scale["harvest_not_pinned"] == scale["harvest_bad_files"] == 1
 
 
 def test_the_machine_is_described(report: dict) -> None:

@@ -49,6 +49,10 @@ REWRITTEN = {
         f"COPY --link --from={PINNED} / /\n",
     ),
     "COPY --from quoted": (f'COPY --from="{REPO}" / /\n', f'COPY --from="{PINNED}" / /\n'),
+    "RUN --mount quoted": (
+        f'RUN --mount="type=bind,from={REPO}:x,target=/m" true\n',
+        f'RUN --mount="type=bind,from={PINNED},target=/m" true\n',
+    ),
     "ARG default": (f"ARG BAKE_ASSETS={REPO}:v2\n", f"ARG BAKE_ASSETS={PINNED}\n"),
     "ARG defaults, quoted, two in one": (
         f"ARG A=\"{REPO}\" B='{REPO}:t'\n",
@@ -87,7 +91,6 @@ UNTOUCHED = {
     "a heredoc body": f"RUN <<EOF\nFROM {REPO}\nEOF\nCOPY <<-END /x\n\tFROM {REPO}\n\tEND\n",
     "an ARG without a default": "ARG BAKE_ASSETS\n",
     "a label": f'LABEL src="{REPO}"\n',
-    "a RUN --mount from= (not an image reference bake pins)": f"RUN --mount=from={REPO},target=/x true\n",
 }
 
 
@@ -107,6 +110,8 @@ REFUSED = {
     "a variable tag": (f"FROM {REPO}:${{TAG}}\n", "df:1:"),
     "a short digest": (f"ARG X={REPO}@sha256:abc\n", "df:1:"),
     "split across lines": (f"COPY --from={REPO}\\\n:tag / /\n", "split across lines"),
+    "a --mount with CSV quotes": (f"RUN --mount='type=bind,\"from={REPO}\"' true\n", "CSV quotes"),
+    "a quote inside an ARG value": (f'ARG X="{REPO}":v1\n', "written out"),
 }
 
 
@@ -166,7 +171,7 @@ def piece(draw: st.DrawFn) -> Piece:
     if kind == "comment":
         return Piece(f"#{ws}{draw(NOTE)} \x00{eol}", ref)
     if kind == "run":
-        return Piece(f"RUN{ws}echo \x00 {draw(NOTE)}{eol}", ref)
+        return Piece(f"RUN{ws}echo \x00 {draw(NOTE)};{eol}", ref)  # ";": no escape ends the line
     if kind == "heredoc":
         return Piece(f"RUN <<EOT{eol}FROM \x00{eol}COPY --from=\x00 / /{eol}EOT{eol}", ref)
     return Piece(f"{ws}{eol}")

@@ -144,6 +144,23 @@ def test_the_flow_is_publish_and_pin_check_then_the_wrapper_then_bake_testing() 
     assert any("bake.testing" in step.get("run", "") for step in jobs["bake-testing"]["steps"])
 
 
+RUNNER_LINE = 'bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"'
+LOCAL_CHECK = "python3 -m pytest -p bake.testing.plugin --pyargs bake.testing --bake-local"
+
+
+def test_mi300_runs_bake_testing_locally_after_the_runners_line() -> None:
+    """Where the ENTRYPOINT is bypassed (an MI300 pod, a job container), the check is --bake-local."""
+    step = {s["key"]: s for s in pipeline()["steps"]}["bake-testing-mi300"]
+    # vLLM's runner holds the line (docs/vllm.md); the job it runs is the check.
+    assert step["command"] == "bash .buildkite/scripts/hardware_ci/run-amd-test.sh"
+    assert step["env"]["AMD_CI_RUNTIME"] == "native" and LOCAL_CHECK in step["env"]["VLLM_TEST_COMMANDS"]
+    job = workflow()["jobs"]["bake-testing-mi300"]
+    assert job["needs"] == "ci-base" and job["container"]["image"] == "${{ vars.CI_BASE_IMAGE_TAG }}"
+    (run_step,) = job["steps"]
+    script = run_step["run"]
+    assert RUNNER_LINE in script and script.index(RUNNER_LINE) < script.index(LOCAL_CHECK), script
+
+
 def wrapper_targets() -> list[str]:
     """The targets the pipelines build; vLLM's wrapper is called bare: no -f file, no variable of bake's."""
     targets = []
@@ -213,7 +230,14 @@ def test_each_bake_command_line_parses(where: str, args: list[str]) -> None:
 def test_buildkite_fails_the_upload_naming_each_missing_variable() -> None:
     text = PIPELINE.read_text()
     required = dict(re.findall(r"\$\{(\w+)\?([^}]*)\}", text))
-    for name in [*REQUIRED, "BAKE_CPU_QUEUE", "BAKE_BUILD_QUEUE", "BAKE_GPU_QUEUE"]:
+    for name in [
+        *REQUIRED,
+        "BAKE_CPU_QUEUE",
+        "BAKE_BUILD_QUEUE",
+        "BAKE_GPU_QUEUE",
+        "BAKE_MI300_QUEUE",
+        "BAKE_MI300_IMAGE",
+    ]:
         assert required.get(name, "").startswith(f"set {name} to "), f"{name} is not required with a message"
 
 

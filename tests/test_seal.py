@@ -47,6 +47,7 @@ def test_seal_links_and_makes_read_only(tmp_path: Path) -> None:
         "SHA256SUMS": 0o444,
         "bake.lock.json": 0o444,
         "bake.serve": 0o444,
+        "bake.offline": 0o444,
         "s3tokenizer/m.onnx": 0o444,
         f"tiktoken/{VOCAB_NAME}": 0o444,
     }

@@ -30,7 +30,8 @@ DECLARED = {"nltk": "$NLTK_DATA", "whisper": "${XDG_CACHE_HOME:-$HOME/.cache}/wh
 REFUSED_VARS = [
     "PATH", "IFS", "ENV", "BASH_ENV", "CDPATH", "PWD", "OLDPWD", "HOME", "SHELL", "PS4", "TMPDIR",
     "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONHOME", "PYTHONPATH", "PERL5LIB", "PERL5OPT", "RUBYOPT",
-    "RUBYLIB", "NODE_OPTIONS", "JAVA_TOOL_OPTIONS", "BAKE_ASSETS",
+    "RUBYLIB", "NODE_OPTIONS", "JAVA_TOOL_OPTIONS", "BAKE_ASSETS", "SHELLOPTS", "BASHOPTS", "BASH_XTRACEFD",
+    "GCONV_PATH", "GLIBC_TUNABLES", "MALLOC_ARENA_MAX", "_", "PS1", "OPTIND", "TZDIR",
 ]  # fmt: skip
 
 # (section, fields, accepted): head rows go after the last head record, tail rows at the end.
@@ -209,3 +210,77 @@ def test_the_sealed_file_is_read_whole_by_both(box: Box, base: str) -> None:
 def test_a_header_other_than_v1_is_refused_whole(base: str, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="# bake serve v1"):
         servefile.read(base.replace("# bake serve v1", "# bake serve v2", 1))
+
+
+# -- what a shell, the loader or libc reads to decide what runs (issue 29, finding 9) ------------------------
+
+# Each variable with the manual that says it is read: bash(1) "Shell Variables" (bash 5.2), dash(1)
+# "ENVIRONMENT" and its "Builtins", busybox(1) ash, ld.so(8) "ENVIRONMENT", and glibc's unsecvars.h, the
+# variables glibc itself drops for a setuid program because they decide what code it loads.
+DECIDES_WHAT_RUNS = {
+    "PATH": "bash(1), dash(1), busybox ash: where commands are looked up",
+    "IFS": "bash(1), dash(1), busybox ash: word splitting of every expansion",
+    "ENV": "dash(1), busybox ash, bash(1) in POSIX mode: a script run at start-up",
+    "BASH_ENV": "bash(1): a script run before every non-interactive bash",
+    "SHELLOPTS": "bash(1): options set at start-up (an unknown name stops every bash)",
+    "BASHOPTS": "bash(1): shopt options set at start-up",
+    "BASH_FUNC_x%%": "bash(1) FUNCTIONS: functions imported from the environment (BASH_* covers bash's own)",
+    "BASH_COMPAT": "bash(1): the compatibility level, how commands behave",
+    "BASH_LOADABLES_PATH": "bash(1): where enable -f loads builtins from",
+    "BASH_XTRACEFD": "bash(1): where set -x writes",
+    "POSIXLY_CORRECT": "bash(1): POSIX mode at start-up (then ENV is run)",
+    "EXECIGNORE": "bash(1): which commands PATH search skips",
+    "GLOBIGNORE": "bash(1): what a glob expands to",
+    "FUNCNEST": "bash(1): how deep functions may nest before a command aborts",
+    "FCEDIT": "bash(1), dash(1): the editor fc runs",
+    "PROMPT_COMMAND": "bash(1): a command run before each prompt",
+    "PS0": "bash(1): expanded (command substitution included) after each command is read",
+    "PS1": "bash(1), dash(1), busybox ash: the prompt, expanded",
+    "PS2": "bash(1), dash(1), busybox ash: the continuation prompt, expanded",
+    "PS3": "bash(1): the select prompt",
+    "PS4": "bash(1), dash(1), busybox ash: expanded before each traced command",
+    "OPTIND": "bash(1), dash(1) getopts: which argument getopts reads next",
+    "TMOUT": "bash(1): read and the shell itself time out and exit",
+    "CDPATH": "bash(1), dash(1), busybox ash: where cd goes",
+    "PWD": "bash(1), dash(1): the working directory the shell believes",
+    "OLDPWD": "bash(1), dash(1): where cd - goes",
+    "HOME": "bash(1), dash(1): ~ and cd with no argument",
+    "SHELL": "bash(1): the shell other programs start",
+    "_": "bash(1): the last argument; dash and busybox ash export it for every command",
+    "TMPDIR": "bash(1), glibc unsecvars.h: where here-documents and temporary files go",
+    "LD_PRELOAD": "ld.so(8): objects loaded into every program",
+    "LD_LIBRARY_PATH": "ld.so(8): where libraries are looked up",
+    "LD_AUDIT": "ld.so(8): auditing objects loaded into every program",
+    "GCONV_PATH": "glibc unsecvars.h: iconv modules (code) loaded by iconv_open",
+    "GETCONF_DIR": "glibc unsecvars.h: the programs getconf runs",
+    "GLIBC_TUNABLES": "glibc unsecvars.h, ld.so(8): the allocator's and loader's tunables",
+    "HOSTALIASES": "glibc unsecvars.h: host name aliases",
+    "LOCALDOMAIN": "glibc unsecvars.h: the resolver's search domains",
+    "LOCPATH": "glibc unsecvars.h: where locales (and their code conversions) are loaded from",
+    "MUSL_LOCPATH": "musl's locale loader, its LOCPATH",
+    "MALLOC_TRACE": "glibc unsecvars.h: a file the allocator writes (MALLOC_* tunes the allocator)",
+    "MALLOC_ARENA_MAX": "glibc mallopt(3): the allocator's arenas",
+    "NIS_PATH": "glibc unsecvars.h: NIS+ name lookup",
+    "NLSPATH": "glibc unsecvars.h: message catalogs catopen loads",
+    "RESOLV_HOST_CONF": "glibc unsecvars.h: the resolver's host configuration",
+    "RES_OPTIONS": "glibc unsecvars.h: the resolver's options",
+    "TZDIR": "glibc unsecvars.h: where time zone files are read from",
+}
+
+
+def test_every_variable_that_decides_what_runs_is_refused() -> None:
+    assert [var for var in DECIDES_WHAT_RUNS if not servefile.refused_var(var)] == []
+
+
+def test_the_entrypoint_refuses_exactly_the_python_table() -> None:
+    script = (Path(__file__).resolve().parents[1] / "scripts/entrypoint.sh").read_text()
+    body = script[script.index("_unsafe_var() {") :]
+    pattern = re.search(r"case \$1 in\n(.*?)\) return 0 ;;\n", body, re.DOTALL)
+    assert pattern is not None, "the entrypoint's _unsafe_var has no case on the variable name"
+    names = [word.strip() for word in pattern.group(1).replace("\\\n", "").split("|")]
+    malformed = ["''", "[!A-Za-z_]*", "*[!A-Za-z0-9_]*"]
+    assert sorted(names) == sorted([*malformed, *servefile.REFUSED])
+    loader = script[script.index("_load_loc() {") :]
+    reason = re.search(r"if _unsafe_var \"\$5\"; then\n\t\t_reason=\"(.*?)\"\n", loader)
+    assert reason is not None, "the entrypoint's _load_loc does not refuse what _unsafe_var names"
+    assert reason.group(1) == f"a variable name other than {servefile.REFUSED_TEXT}, saw '$5'"

@@ -16,6 +16,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 DEFAULT_ROOT = "/opt/bake/assets"
+# The image's own bake, which the probes import (the path docker/bake.sh uses).
+IMAGE_LIB = "/opt/bake/lib"
 ROOT_LABEL = "dev.bake.assets.root"
 DIGEST_LABEL = "dev.bake.assets.manifest-digest"
 # Documents read from the image at collection time are small; refuse anything that is not.
@@ -75,6 +77,7 @@ class ImageUnderTest:
         import docker
 
         self.ref = ref
+        self.lib = IMAGE_LIB
         try:
             self.image = self.client.images.get(ref)
         except docker.errors.ImageNotFound:

@@ -1,4 +1,4 @@
-"""The pytest plugin: ``--bake-image``, ``--bake-secret-pattern``, the public fixtures, parametrisation.
+"""The pytest plugin: ``--bake-image`` or ``--bake-local``, ``--bake-secret-pattern``, fixtures, parameters.
 
 Registered through the ``pytest11`` entry point, so it loads in every pytest run of an
 environment where bake is installed. It therefore imports nothing beyond pytest and bake's
@@ -19,6 +19,7 @@ import pytest
 from bake.consumers import BUILTINS, SERVE_NAME
 from bake.index import LOCK_NAME
 from bake.testing.image import EXTRA, ImageError, ImageUnderTest, JobResult
+from bake.testing.local import RunningSystem
 from bake.testing.serve import Serve, ServeError, legacy_serve, parse_serve
 
 STANDARD_MODULE = "bake.testing.test_image"
@@ -29,8 +30,21 @@ DOCTOR_LIBRARIES = tuple(lib for c in BUILTINS for lib in c.libraries)
 BUILT_IN_CONSUMERS = {c.name for c in BUILTINS} | {"hub"}
 USAGE = (
     "bake.testing: no image to check. Name one with --bake-image IMAGE or BAKE_IMAGE=IMAGE, "
-    "e.g. `pytest --pyargs bake.testing --bake-image registry.example/team/image:tag`"
+    "e.g. `pytest --pyargs bake.testing --bake-image registry.example/team/image:tag`; "
+    "inside a job whose runner bypasses the ENTRYPOINT (a native pod), check the running system "
+    "with --bake-local (or BAKE_LOCAL=1) after the runner's line"
 )
+# What --bake-local cannot check, by check: there is no image, only the system it runs on.
+NO_IMAGE = {
+    "labels": "no image labels in --bake-local mode (the running system has none); "
+    "check the image with --bake-image",
+    "entrypoint": "the runner bypasses the ENTRYPOINT in --bake-local mode, so tini is not PID 1 "
+    "by design; check the image's ENTRYPOINT with --bake-image",
+    "layers": "no image layers in --bake-local mode; scan them with --bake-image IMAGE "
+    "--bake-secret-pattern P where the engine is",
+}
+# What is checked: an image, or with --bake-local the system pytest runs on.
+System = ImageUnderTest | RunningSystem
 _FACTS = pytest.StashKey["Facts"]()
 _NOT_APPLICABLE = pytest.StashKey[list]()
 
@@ -73,6 +87,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("bake", "image assertions for images that carry bake's asset layer")
     group.addoption("--bake-image", default=None, metavar="IMAGE", help="the image to check (or BAKE_IMAGE)")
     group.addoption(
+        "--bake-local",
+        action="store_true",
+        default=False,
+        help="check the running system instead of an image, after the runner's line (or BAKE_LOCAL=1)",
+    )
+    group.addoption(
         "--bake-secret-pattern",
         action="append",
         default=[],
@@ -85,20 +105,43 @@ def pytest_configure(config: pytest.Config) -> None:
     if "" in (config.getoption("bake_secret_pattern", default=None) or []):
         # An empty pattern would match everything: an unset secret variable, most likely.
         raise pytest.UsageError("bake.testing: --bake-secret-pattern is empty; pass the secret's value")
+    if local_mode(config) and config.getoption("bake_image", default=None):
+        raise pytest.UsageError(
+            "bake.testing: --bake-image and --bake-local both given; "
+            "check an image (--bake-image) or the running system (--bake-local), one per run"
+        )
+
+
+def local_mode(config: pytest.Config) -> bool:
+    """Whether --bake-local or BAKE_LOCAL=1 asks for the running system instead of an image."""
+    flag = os.environ.get("BAKE_LOCAL", "").strip().lower() in ("1", "true", "yes", "on")
+    return bool(config.getoption("bake_local", default=False)) or flag
 
 
 def image_ref(config: pytest.Config) -> str | None:
-    """Return the image named by --bake-image or BAKE_IMAGE, or None."""
+    """Return the image named by --bake-image or BAKE_IMAGE, or None (always None with --bake-local)."""
+    if local_mode(config):
+        return None
     return config.getoption("bake_image", default=None) or os.environ.get("BAKE_IMAGE") or None
 
 
-def _read_lock(image: ImageUnderTest, facts: Facts) -> None:
+def subject(config: pytest.Config) -> str | None:
+    """Return what is checked, for messages: the image's reference, the running system, or None."""
+    return RunningSystem().ref if local_mode(config) else image_ref(config)
+
+
+def _read_lock(image: System, facts: Facts) -> None:
     path = f"{facts.root}/{LOCK_NAME}"
     data = image.read_file(path)
     if data is None:
         facts.problem = (
             f"{path}: missing; this image carries no bake asset layer: publish one (`bake publish`), then "
             "add `COPY --link --from=<the pinned assets image> / /` to its Dockerfile (`bake pin`)"
+            + (
+                "; with --bake-local, BAKE_ASSETS names the asset root"
+                if isinstance(image, RunningSystem)
+                else ""
+            )
         )
         return
     try:
@@ -115,7 +158,7 @@ def _read_lock(image: ImageUnderTest, facts: Facts) -> None:
     facts.lock = lock
 
 
-def _read_serve(image: ImageUnderTest, facts: Facts) -> None:
+def _read_serve(image: System, facts: Facts) -> None:
     path = f"{facts.root}/{SERVE_NAME}"
     data = image.read_file(path)
     if data is None:
@@ -134,10 +177,10 @@ def facts_of(config: pytest.Config) -> Facts:
     """Read, once per session, what collection needs from the image named on the command line."""
     if _FACTS in config.stash:
         return config.stash[_FACTS]
-    facts = Facts(image_ref(config), patterns=list(config.getoption("bake_secret_pattern", default=[]) or []))
+    facts = Facts(subject(config), patterns=list(config.getoption("bake_secret_pattern", default=[]) or []))
     if facts.ref is not None:
         try:
-            image = ImageUnderTest(facts.ref)
+            image = RunningSystem() if local_mode(config) else ImageUnderTest(facts.ref)
             facts.root = image.asset_root
             _read_lock(image, facts)
             _read_serve(image, facts)
@@ -225,7 +268,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def given(request: pytest.FixtureRequest, value: Any) -> Any:
     """Return a parametrised value; fail for a Broken one, report a NotApplicable one (see not_applicable)."""
     if isinstance(value, Broken):
-        pytest.fail(f"{image_ref(request.config)}: {value.reason}", pytrace=False)
+        pytest.fail(f"{subject(request.config)}: {value.reason}", pytrace=False)
     if isinstance(value, NotApplicable):
         not_applicable(request, value.reason)
     return value
@@ -264,39 +307,61 @@ def bake_image_under_test(bake_image: str) -> ImageUnderTest:
 
 
 @pytest.fixture(scope="session")
+def bake_system(pytestconfig: pytest.Config, request: pytest.FixtureRequest) -> System:
+    """What is checked: the image under test, or with --bake-local the running system.
+
+    Both have ``.ref``, ``.asset_root``, ``.lib``, ``.read_file`` and ``.run``; an image's ``run``
+    goes through its ENTRYPOINT, the running system's runs here, in this environment.
+    """
+    if local_mode(pytestconfig):
+        return RunningSystem()
+    return request.getfixturevalue("bake_image_under_test")
+
+
+def image_only(request: pytest.FixtureRequest, check: str) -> None:
+    """Report ``check`` (a key of NO_IMAGE) as not applicable in --bake-local mode; else return."""
+    if local_mode(request.config):
+        not_applicable(request, NO_IMAGE[check])
+
+
+@pytest.fixture(scope="session")
 def bake_image_attrs(bake_image_under_test: ImageUnderTest) -> dict:
     """``docker image inspect`` of the image under test."""
     return bake_image_under_test.attrs
 
 
 @pytest.fixture(scope="session")
-def bake_lock(bake_image_under_test: ImageUnderTest) -> dict:
-    """The image's parsed ``bake.lock.json``: ``version``, ``manifest_digest`` and ``assets``."""
-    facts = Facts(bake_image_under_test.ref, root=bake_image_under_test.asset_root)
-    _read_lock(bake_image_under_test, facts)
+def bake_lock(bake_system: System) -> dict:
+    """The parsed ``bake.lock.json`` of what is checked: ``version``, ``manifest_digest`` and ``assets``."""
+    facts = Facts(bake_system.ref, root=bake_system.asset_root)
+    _read_lock(bake_system, facts)
     if facts.lock is None:
-        pytest.fail(f"{bake_image_under_test.ref}: {facts.problem}", pytrace=False)
+        pytest.fail(f"{bake_system.ref}: {facts.problem}", pytrace=False)
     return facts.lock
 
 
 @pytest.fixture(scope="session")
-def bake_serve(bake_image_under_test: ImageUnderTest, bake_lock: dict) -> Serve:
-    """The image's consumer locations: ``bake.serve``, or the built-ins for images sealed before it."""
-    facts = Facts(bake_image_under_test.ref, root=bake_image_under_test.asset_root, lock=bake_lock)
-    _read_serve(bake_image_under_test, facts)
+def bake_serve(bake_system: System, bake_lock: dict) -> Serve:
+    """The consumer locations: ``bake.serve``, or the built-ins for images sealed before it."""
+    facts = Facts(bake_system.ref, root=bake_system.asset_root, lock=bake_lock)
+    _read_serve(bake_system, facts)
     if facts.serve_problem is not None:
-        pytest.fail(f"{bake_image_under_test.ref}: {facts.serve_problem}", pytrace=False)
+        pytest.fail(f"{bake_system.ref}: {facts.serve_problem}", pytrace=False)
     return facts.serve
 
 
 @pytest.fixture(scope="session")
-def bake_host(bake_image_under_test: ImageUnderTest) -> Iterator[Any]:
-    """A testinfra host on a ``--network none`` container of the image (removed afterwards)."""
+def bake_host(pytestconfig: pytest.Config, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A testinfra host: on a ``--network none`` container of the image (removed afterwards), or with
+    --bake-local testinfra's local backend on the running system."""
     try:
         import testinfra
     except ImportError:
         pytest.fail(f"bake.testing needs pytest-testinfra: {EXTRA}", pytrace=False)
-    container = bake_image_under_test.start_host()
+    if local_mode(pytestconfig):
+        yield testinfra.get_host("local://")
+        return
+    container = request.getfixturevalue("bake_image_under_test").start_host()
     try:
         yield testinfra.get_host(f"docker://{container.id}")
     finally:
@@ -304,9 +369,10 @@ def bake_host(bake_image_under_test: ImageUnderTest) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def bake_run(bake_image_under_test: ImageUnderTest) -> Callable[..., JobResult]:
-    """``bake_run(*command, environment=None, timeout=120, **options)``: a job through the ENTRYPOINT.
+def bake_run(bake_system: System) -> Callable[..., JobResult]:
+    """``bake_run(*command, environment=None, timeout=120, **options)``: a job through the ENTRYPOINT
+    (with --bake-local: a child of this process, in the environment the runner's line left).
 
     Returns a JobResult (``exit_code``, ``stdout``, ``stderr``); the container is removed.
     """
-    return bake_image_under_test.run
+    return bake_system.run

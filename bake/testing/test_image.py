@@ -1,8 +1,10 @@
 """The standard assertions for an image that carries bake's asset layer.
 
-``pytest --pyargs bake.testing --bake-image IMAGE``. The lock and ``bake.serve`` inside the
-image decide what is checked, so built-in and declared consumers are covered alike; each asset
-and each consumer location is its own test, named after it.
+``pytest --pyargs bake.testing --bake-image IMAGE``, or inside a job whose runner bypasses the
+ENTRYPOINT, ``--bake-local`` after the runner's line. The lock and ``bake.serve`` decide what is
+checked, so built-in and declared consumers are covered alike; each asset and each consumer
+location is its own test, named after it. Without an image (``--bake-local``) the label, the
+ENTRYPOINT and the layer scan are reported as not applicable.
 """
 
 from __future__ import annotations
@@ -18,12 +20,10 @@ import pytest
 from bake.testing import probes
 from bake.testing.image import DIGEST_LABEL, ImageUnderTest, JobResult, parent_dirs
 from bake.testing.layers import Scanner, scan_archive
-from bake.testing.plugin import DOCTOR_LIBRARIES, given, not_applicable
+from bake.testing.plugin import DOCTOR_LIBRARIES, System, given, image_only, not_applicable
 from bake.testing.serve import Location, Serve
 
 HUB_LIBRARY = "huggingface_hub"
-# The image's own bake, which the location probe resolves with (the path docker/bake.sh uses).
-IMAGE_LIB = "/opt/bake/lib"
 READY = "bake-testing-ready"
 TERMINATED = "bake-testing-sigterm"
 # The job for the signal check: it says it is ready, then waits; on SIGTERM it says so and exits 42.
@@ -39,8 +39,8 @@ def _fail(message: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def root(bake_image_under_test: ImageUnderTest) -> str:
-    return bake_image_under_test.asset_root
+def root(bake_system: System) -> str:
+    return bake_system.asset_root
 
 
 def test_asset(request: pytest.FixtureRequest, bake_asset: Any, bake_host: Any, root: str) -> None:
@@ -100,15 +100,14 @@ def test_alias_links_resolve(bake_host: Any, root: str) -> None:
     assert not bad, "links under the asset root that do not resolve to a baked file: " + ", ".join(bad)
 
 
-def test_manifest_digest_label(
-    request: pytest.FixtureRequest, bake_image_attrs: dict, bake_lock: dict
-) -> None:
+def test_manifest_digest_label(request: pytest.FixtureRequest, bake_lock: dict) -> None:
     """A manifest-digest label, where the image has one, names the digest its bake.lock.json records.
 
     bake's own images carry none (a label comes from a build variable, the lock from the layer), so
     an absent label is not applicable: an image built with plain `docker buildx bake` passes.
     """
-    labels = bake_image_attrs.get("Config", {}).get("Labels") or {}
+    image_only(request, "labels")
+    labels = request.getfixturevalue("bake_image_attrs").get("Config", {}).get("Labels") or {}
     expected = bake_lock["manifest_digest"]
     if DIGEST_LABEL not in labels:
         not_applicable(request, f"no {DIGEST_LABEL} label; bake.lock.json records {expected}")
@@ -120,16 +119,17 @@ def test_manifest_digest_label(
 
 
 @pytest.fixture(scope="module")
-def served(bake_image_under_test: ImageUnderTest, bake_serve: Serve, bake_lock: dict, root: str) -> tuple:
-    """Run the location probe once through the ENTRYPOINT (BAKE_REQUIRE=1, no network)."""
+def served(bake_system: System, bake_serve: Serve, bake_lock: dict, root: str) -> tuple:
+    """Run the location probe once: through the ENTRYPOINT (BAKE_REQUIRE=1, no network), or with
+    --bake-local here, in the environment the runner's line left."""
     config = {
         "root": root,
-        "lib": IMAGE_LIB,
+        "lib": bake_system.lib,
         "locations": [asdict(loc) for loc in bake_serve.locations],
         "files": [asdict(f) for f in bake_serve.files],
         "links": [asdict(k) for k in bake_serve.links],
     }
-    job = bake_image_under_test.run(
+    job = bake_system.run(
         "python3", "-c", probes.LOCATIONS, json.dumps(config), environment={"BAKE_REQUIRE": "1"}
     )
     return job, config
@@ -144,7 +144,10 @@ def test_location_is_served(request: pytest.FixtureRequest, bake_location: Any, 
         _fail(f"{where}: the job through the ENTRYPOINT failed, {job.describe()}")
     report = json.loads(job.stdout.strip().splitlines()[-1])[loc.id]
     if report["dir"] is None:
-        _fail(f"{where}: ${loc.var} is unset in the job; the entrypoint must export it")
+        _fail(
+            f"{where}: ${loc.var} is unset in the job; the entrypoint must export it (a runner that bypasses "
+            'the ENTRYPOINT: run bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env" first)'
+        )
     entries = {**report["files"], **report["links"]}
     bad = [f"{name}: {problem}" for name, problem in entries.items() if problem]
     if not report["files"]:
@@ -183,8 +186,10 @@ def test_doctor(
         _fail(f"bake doctor for {what}: " + ("; ".join(bad) or "reported nothing") + f"\n{doctor.describe()}")
 
 
-def test_tini_is_pid_1_and_sigterm_reaches_the_job(bake_image_under_test: ImageUnderTest) -> None:
-    job, init = bake_image_under_test.sigterm(SIGNAL_JOB, READY)
+def test_tini_is_pid_1_and_sigterm_reaches_the_job(request: pytest.FixtureRequest) -> None:
+    image_only(request, "entrypoint")
+    image: ImageUnderTest = request.getfixturevalue("bake_image_under_test")
+    job, init = image.sigterm(SIGNAL_JOB, READY)
     program = PurePosixPath(init.split()[0]).name if init else "(no process)"
     assert program.startswith("tini"), (
         f"PID 1 is {init or 'gone'!r}, expected tini: the ENTRYPOINT must be "
@@ -216,12 +221,11 @@ def secret_findings(pytestconfig: pytest.Config, bake_image_under_test: ImageUnd
     return scan_archive(bake_image_under_test.save(), patterns), Scanner(patterns)
 
 
-def test_secret_pattern_is_in_no_layer(
-    request: pytest.FixtureRequest, bake_secret_pattern: Any, secret_findings: tuple
-) -> None:
+def test_secret_pattern_is_in_no_layer(request: pytest.FixtureRequest, bake_secret_pattern: Any) -> None:
     """The pattern occurs in no layer (contents, names, link targets), config or history entry."""
     index = given(request, bake_secret_pattern)
-    findings, scanner = secret_findings
+    image_only(request, "layers")
+    findings, scanner = request.getfixturevalue("secret_findings")
     where = [scanner.redact(f.where) for f in findings if f.pattern == index]
     if where:
         _fail(f"--bake-secret-pattern #{index + 1} found in: " + "; ".join(where))

@@ -18,7 +18,11 @@ One run measures, and prints as a table:
   8. an agent's pull of the stand-in's ci_base, twice (bench/fleet.py);
   9. scale: job start at 10, 1,000 and 10,000 files (fresh, empty, served; node storage; a Hub
      repository), beside `cp -rs` of the same tree, and `bake manifest digest` and `bake seal` at
-     10,000 Hub files; drawn as docs/performance-scale.png (matplotlib: the [bench] extra).
+     10,000 Hub files, and `bake harvest` of 10,000 cached Hub files, 1 in 100 damaged; drawn as
+     docs/performance-scale.png (matplotlib: the [bench] extra);
+ 10. runner line: `bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"` where
+     vLLM's native runner calls it (fresh TMPDIR and XDG_CACHE_HOME, an HF_HOME an earlier job
+     seeded), at 3, 9 and 27 locations (bench/runner_line.py).
 --compare OLD measures 1 and 7 on commit OLD and on this checkout, interleaved, medians of
 three rounds (bench/compare.py): no regression beyond noise.
 Everything listens on 127.0.0.1 only, and every process it starts is stopped by pid.
@@ -49,6 +53,7 @@ from bench.fetchers import Fetcher, bench_fetch
 from bench.files import bench_manifest, generate, snapshot
 from bench.plot import draw
 from bench.report import machine, publish, verdicts
+from bench.runner_line import bench_runner_line
 from bench.scale import bench_scale
 from tests.assets import CHECKPOINT_MIRROR_PATH
 
@@ -73,7 +78,7 @@ def toolchain() -> tuple[str, bool]:
 def _measure(
     profile: Profile, work: Path, logs: Path, standin_registry: str, scale_only: bool, compare: str | None
 ) -> dict:
-    """Run the measures in ``work``: every one, 7 and 9 alone (``scale_only``), or the comparison with
+    """Run the measures in ``work``: every one, 7, 9 and 10 alone (``scale_only``), or the comparison with
     commit ``compare``. Returns them, and the generated file when there is one."""
     if compare:
         return {"measures": {"compare": bench_compare(profile, compare, work, logs)}}
@@ -82,6 +87,7 @@ def _measure(
         measures = {
             "entrypoint": bench_entrypoint(profile, src, work),
             "scale": bench_scale(profile, src, work),
+            "runner_line": bench_runner_line(profile, src, work),
         }
         return {"measures": measures}
     root = work / "mirror"
@@ -95,6 +101,7 @@ def _measure(
     measures.update(bench_builds(profile, src, root, work, logs, digest, standin_registry))
     measures["entrypoint"] = bench_entrypoint(profile, src, work)
     measures["scale"] = bench_scale(profile, src, work)
+    measures["runner_line"] = bench_runner_line(profile, src, work)
     return {
         "measures": measures,
         "file": {"size_bytes": profile.size, "sha256": sha256, "manifest_digest": digest},
@@ -133,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="small file and fewer runs (about two minutes)")
     parser.add_argument("--json", type=Path, default=REPO / ".work/bench.json", help="write the results here")
     parser.add_argument(
-        "--scale", action="store_true", help="measures 7 and 9 only (the entrypoint, at scale)"
+        "--scale",
+        action="store_true",
+        help="measures 7, 9 and 10 only (the entrypoint, at scale, the runner's line)",
     )
     parser.add_argument(
         "--compare", metavar="OLD", help="measures 1 and 7 on commit OLD and on this checkout, interleaved"

@@ -9,7 +9,8 @@ at most 1,000; the entrypoint runs under /bin/sh (dash on Debian) with `true` as
   node    a directory that already holds data (node storage: the copied view), first start, then
   node served, later starts.
 A pinned Hub repository of N files is served the same ways (`hub fresh`, `hub served`): its commit
-is linked whole. `bake manifest digest` and `bake seal` run on the Hub repository of the largest N.
+is linked whole. `bake manifest digest` and `bake seal` run on the Hub repository of the largest N,
+and `bake harvest` on a Hub cache of that many files, 1 in 100 of them damaged (bench/harvest.py).
 Every figure is a median; the plot (docs/performance-scale.png) draws them on log-log axes.
 """
 
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 
 from bench.common import Profile, log
+from bench.harvest import bench_harvest
 from tests.hub_server import git_blob_id
 
 CONSUMER = "bench"
@@ -212,6 +214,7 @@ def bench_scale(profile: Profile, src: Path, work: Path) -> dict:
     largest = max(profile.scale_counts)
     result = {"shell": os.path.realpath("/bin/sh"), "files": rows, "hub_files": largest}
     result |= _python_seconds(src, root, largest)
+    result |= bench_harvest(src, root, largest)
     # What ten times the files costs: the largest count against the one before it.
     small, large = (str(c) for c in sorted(profile.scale_counts)[-2:])
     result["ratio_of"] = [int(small), int(large)]

@@ -7,6 +7,7 @@ import hashlib
 import os
 import stat
 import subprocess
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from bake.consumers import SERVE_NAME
 from bake.index import LOCK_NAME, SUMS_NAME
 from bake.manifest import Asset, load_manifest
+from bake.offline import NAME as OFFLINE_NAME
 from bake.seal import alias_links
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,7 +27,7 @@ MANIFEST: list[Asset] = load_manifest(Path(__file__).with_name("assets.toml"))
 (S3_ASSET,) = [a for a in MANIFEST if a.name == "speech_tokenizer_v3_25hz"]
 (VOCAB_ASSET,) = [a for a in MANIFEST if a.name == "o200k_base"]
 # What seal puts beside the assets: the index files, bake.serve, and the consumers' alias links.
-INDEX_NAMES = (SUMS_NAME, LOCK_NAME, SERVE_NAME)
+INDEX_NAMES = (SUMS_NAME, LOCK_NAME, SERVE_NAME, OFFLINE_NAME)
 ALIAS_LINKS = alias_links(MANIFEST)
 # Every directory of the tree: the root and each asset's ancestors (consumer files may nest).
 ASSET_SUBDIRS = sorted({str(p) for a in MANIFEST for p in Path(a.path).parents if str(p) != "."})
@@ -247,6 +249,13 @@ def s3tokenizer(model="speech_tokenizer_v3_25hz"):
     }
 
 
+def hub(repo):
+    from huggingface_hub import snapshot_download
+
+    folder = snapshot_download(repo, local_files_only=True)
+    return {"folder": folder, "entries": entries(folder)}
+
+
 report = {}
 for spec in sys.argv[2:]:  # CLIENT or CLIENT:ARGUMENT (an encoding, a model)
     name, _, argument = spec.partition(":")
@@ -256,7 +265,7 @@ for spec in sys.argv[2:]:  # CLIENT or CLIENT:ARGUMENT (an encoding, a model)
         report[spec] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 report["attempts"] = attempts
 report["torch_imported"] = "torch" in sys.modules
-variables = ("XDG_CACHE_HOME", "TIKTOKEN_RS_CACHE_DIR", "TIKTOKEN_CACHE_DIR", "NLTK_DATA")
+variables = ("XDG_CACHE_HOME", "TIKTOKEN_RS_CACHE_DIR", "TIKTOKEN_CACHE_DIR", "NLTK_DATA", "HF_HOME")
 report["env"] = {k: os.environ.get(k) for k in variables}
 print(json.dumps(report))
 """
@@ -276,6 +285,23 @@ def buildx_bake(*args: str, **env: str) -> None:
         cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True, timeout=1200, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+MACHINE_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def build_clients(dockerfile: Path, image: str, context: Path, tag_prefix: str) -> str:
+    """Build ``dockerfile`` on ``image`` (clients from PyPI, the machine CA as a secret); return the tag."""
+    if not MACHINE_CA.is_file():
+        fail_or_skip(f"{MACHINE_CA} is missing: pip inside the build needs the machine CA to reach PyPI")
+    tag = f"{tag_prefix}:{uuid.uuid4().hex[:12]}"
+    docker(
+        "buildx", "build", "--network=host", "--allow=network.host", "--load",
+        "--secret", f"id=ca,src={MACHINE_CA}", "--build-arg", f"IMAGE={image}",
+        "--file", str(dockerfile), "--tag", tag, str(context),
+        timeout=900,
+    )  # fmt: skip
+    return tag
 
 
 def bake_image(tag: str, *args: str, **env: str) -> None:

@@ -6,7 +6,7 @@ ARG IMAGE
 # "MODEL=SHA256 …": the generated test checkpoints' hashes, one per s3tokenizer asset of the test manifest.
 ARG S3_TEST_TABLE
 
-# clients: openai-harmony, tiktoken, nltk and tqdm with their dependencies; s3tokenizer
+# clients: openai-harmony, tiktoken, nltk, tqdm and huggingface_hub with their dependencies; s3tokenizer
 # without its own (they are torch), its _SHA256S patched to name the test checkpoints:
 # its _download accepts a file at <root>/<model>.onnx exactly when the file hashes to
 # _SHA256S[model], and no package ships the real checkpoints. The upstream hash each
@@ -17,7 +17,7 @@ ARG S3_TEST_TABLE
 RUN --mount=type=secret,id=ca,target=/run/secrets/ca \
     set -eu; \
     python3 -m pip install --no-cache-dir --break-system-packages --cert /run/secrets/ca \
-      openai-harmony==0.0.8 tiktoken==0.12.0 tqdm==4.67.1 nltk==3.9.2; \
+      openai-harmony==0.0.8 tiktoken==0.12.0 tqdm==4.67.1 nltk==3.9.2 huggingface_hub==2.4.0; \
     python3 -m pip install --no-cache-dir --break-system-packages --cert /run/secrets/ca --no-deps \
       s3tokenizer==0.3.0; \
     if python3 -c 'import torch' 2>/dev/null; then echo >&2 "torch got installed; it must never be"; exit 1; fi; \

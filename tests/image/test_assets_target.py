@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from . import ASSET_ROOT, MANIFEST, buildx_bake
+from . import ASSET_ROOT, INDEX_NAMES, MANIFEST, buildx_bake
 
 pytestmark = pytest.mark.docker
 
@@ -26,8 +26,7 @@ def vllm_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_export_holds_only_the_asset_tree(vllm_export: Path) -> None:
     top = vllm_export.parents[2]
     assert sorted(p.relative_to(top).as_posix() for p in top.rglob("*")) == sorted(
-        ["opt", "opt/bake", "opt/bake/assets", "opt/bake/assets/SHA256SUMS", "opt/bake/assets/bake.lock.json",
-         "opt/bake/assets/bake.serve",
+        ["opt", "opt/bake", "opt/bake/assets", *[f"opt/bake/assets/{name}" for name in INDEX_NAMES],
          "opt/bake/assets/tiktoken", "opt/bake/assets/tiktoken/o200k_base.tiktoken",
          *[f"opt/bake/assets/{a.path}" for a in MANIFEST if "vllm" in a.groups]]
     )  # fmt: skip

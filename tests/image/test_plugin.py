@@ -7,9 +7,11 @@ plugin runs from a fresh venv holding only the built wheel and its testinfra ext
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -265,3 +267,50 @@ def test_plugin_runs_doctor_where_the_libraries_are_installed(clients_image: str
     assert proc.returncode == 0, proc.stdout[-6000:]
     for library in ("s3tokenizer", "openai-harmony", "tiktoken"):
         assert f"test_doctor[{library}] PASSED" in proc.stdout, proc.stdout[-6000:]
+
+
+# ---- --bake-local inside the pod: a container of the image, its ENTRYPOINT bypassed ---------------
+
+# pytest and testinfra from this venv (the same CPython minor as the image's), nothing else: the
+# consumer libraries stay out, so the job sees only what the image has.
+PYTEST_DISTRIBUTIONS = ("pytest", "pluggy", "iniconfig", "packaging", "pygments", "pytest-testinfra")
+RUNNER_LINE = 'bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"'
+# A native job: its job directories made by the runner, then the runner's line, then the plugin as one step.
+NATIVE_STEP = f"""set -eu
+export TMPDIR=/tmp/vllm-job/tmp XDG_CACHE_HOME=/tmp/vllm-native-job/cache/xdg
+mkdir -p "$TMPDIR" "$XDG_CACHE_HOME"
+{RUNNER_LINE}
+cd "$TMPDIR"
+exec python3 -m pytest -p bake.testing.plugin -p no:cacheprovider --pyargs bake.testing --bake-local -rs -v
+"""
+
+
+def pytest_site(target: Path) -> Path:
+    """Copy PYTEST_DISTRIBUTIONS' files (their dist-info too, for testinfra's entry point) to ``target``."""
+    for name in PYTEST_DISTRIBUTIONS:
+        dist = importlib.metadata.distribution(name)
+        for file in dist.files or ():
+            source = Path(dist.locate_file(file))
+            if file.suffix == ".pyc" or ".." in file.parts or not source.is_file():
+                continue
+            (target / file).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target / file)
+    return target
+
+
+@pytest.mark.timeout(300)
+def test_local_mode_in_a_container_whose_entrypoint_the_runner_bypasses(image: str, tmp_path: Path) -> None:
+    site = pytest_site(tmp_path / "site")
+    proc = subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", "--user", "0", "--entrypoint", "sh",
+         "-v", f"{site}:/opt/pytest-site:ro", "-e", "PYTHONPATH=/opt/bake/lib:/opt/pytest-site",
+         image, "-c", NATIVE_STEP],
+        capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert f"test_asset[{S3_ASSET.path}] PASSED" in proc.stdout, proc.stdout[-6000:]
+    assert "test_location_is_served[tiktoken.0:$TIKTOKEN_RS_CACHE_DIR] PASSED" in proc.stdout
+    summary = proc.stdout.split("bake.testing: not applicable", 1)[-1]
+    assert "test_manifest_digest_label: no image labels in --bake-local mode" in summary, summary
+    assert "test_tini_is_pid_1_and_sigterm_reaches_the_job: the runner bypasses the ENTRYPOINT" in summary
+    assert "test_doctor[s3tokenizer]: s3tokenizer is not installed" in summary

@@ -1,9 +1,10 @@
 """vLLM's ROCm CI as a stand-in (docker/examples/vllm/) with its own wrapper, on the real engine and registry.
 
 The flow is vLLM's with bake's pinned integration: ``bake publish`` the assets and runtime
-images, ``bake pin`` the stand-in's docker/examples/vllm/docker/Dockerfile.rocm, then CI runs
-everything through its docker/examples/vllm/.buildkite/scripts/ci-bake-rocm.sh, which
-rebuilds ci_base only when its content hash (files, stage text, ARG values) differs from the
+images, ``bake pin`` the stand-in's docker/examples/vllm/docker/Dockerfile.rocm, commit, then CI
+runs everything through its docker/examples/vllm/.buildkite/scripts/ci-bake-rocm.sh, which (as
+Buildkite runs it, BUILDKITE=true) builds from HEAD's git tree, refusing what that tree would lack,
+and rebuilds ci_base only when its content hash (files, stage text, ARG values) differs from the
 published image's label. The tests walk a
 history (v1; unchanged; requirements changed; manifest changed) and check what the issue asks:
 the hash moves with a pin and only then, the asset layer is shared, every other target builds
@@ -125,8 +126,13 @@ class Site:
     def runtime_repo(self) -> str:
         return f"{self.prefix}/bake-runtime"
 
+    def commit(self, message: str) -> None:
+        """Commit every change: the wrapper builds HEAD's tree and refuses what is not in it."""
+        git(self.root, "add", "-A")
+        git(self.root, "commit", "-q", "--allow-empty", "-m", message)
+
     def publish_and_pin(self) -> tuple[str, str]:
-        """``bake publish`` both images, ``bake pin`` Dockerfile.rocm to them; return the two pinned refs."""
+        """``bake publish`` both images, ``bake pin`` Dockerfile.rocm to them, commit; return both pins."""
         selection = ["--manifest", MANIFEST, "--repository", self.assets_repo, "--group", "vllm"]
         assets = ok(bake("publish", *selection, *HOST_NETWORK, cwd=self.root, env=self.env)).stdout.strip()
         runtime = ok(bake("publish", "--runtime", "--repository", self.runtime_repo, *HOST_NETWORK,
@@ -137,6 +143,7 @@ class Site:
                 "pin", "--runtime", "--repository", self.runtime_repo, DOCKERFILE, cwd=self.root, env=self.env
             )
         )
+        self.commit("bake pin")
         return assets, runtime
 
     def wrapper(self, target: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -150,12 +157,19 @@ class Site:
         return f"{tag.rsplit(':', 1)[0]}@{digest}"
 
 
+def git(root: Path, *args: str) -> str:
+    return ok(run(["git", "-c", "user.name=ci", "-c", "user.email=ci@127.0.0.1", *args], root, {})).stdout
+
+
 def make_site(tmp: Path, prefix: str) -> Site:
+    """A git checkout of the stand-in, its pins pointed at ``prefix``, committed."""
     root = tmp / "vllm"
     shutil.copytree(STANDIN, root)
     dockerfile = root / DOCKERFILE
     dockerfile.write_text(dockerfile.read_text().replace(COMMITTED, prefix))
+    git(root, "init", "-q")
     env = {
+        "BUILDKITE": "true",
         "ASSET_MIRRORS": required_env("ASSET_MIRRORS"),
         "BAKE_FETCH_ARGS": "--no-origin",
         "FETCH_IMAGE": BASE,
@@ -163,7 +177,9 @@ def make_site(tmp: Path, prefix: str) -> Site:
         "CI_BASE_IMAGE_TAG": f"{prefix}/ci_base:latest",
         "IMAGE_TAG": f"{prefix}/test:commit",
     }
-    return Site(root, prefix, env)
+    site = Site(root, prefix, env)
+    site.commit("the stand-in")
+    return site
 
 
 # Every image this module leaves in the engine names RUN (its tags, or its repository).
@@ -217,9 +233,11 @@ def history(site: Site) -> History:
     steps["unchanged"] = ci_run(site)
     requirements = site.root / "requirements/rocm.txt"
     requirements.write_text(requirements.read_text() + "numpy\n")
+    site.commit("requirements")
     steps["requirements"] = ci_run(site)
     manifest = site.root / MANIFEST
     manifest.write_text(manifest.read_text() + CL100K)
+    site.commit("the manifest")
     selection = ["--manifest", MANIFEST, "--repository", site.assets_repo, "--group", "vllm"]
     ok(bake("publish", *selection, *HOST_NETWORK, cwd=site.root, env=site.env))
     stale = bake("pin", "--check", *selection, DOCKERFILE, cwd=site.root, env=site.env)
@@ -230,6 +248,80 @@ def history(site: Site) -> History:
 
 
 # ---- the wrapper's hash, and what it builds ----------------------------------------------------
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Site:
+    """A committed checkout of the stand-in, for the wrapper's print-only runs (no image, no build)."""
+    site = make_site(tmp_path, f"{SHARED_REGISTRY}/bake-vllm-unpublished-{uuid.uuid4().hex[:10]}")
+    site.env.update(BAKE_PRINT_ONLY="1", CI_BASE_IMAGE_TAG=f"{site.prefix}/ci_base:latest")
+    return site
+
+
+def content_hash(site: Site) -> str:
+    proc = ok(site.wrapper("ci-base-rocm-ci"))
+    return re.search(r"ci_base content hash: ([0-9a-f]{64})", proc.stderr).group(1)
+
+
+# What leaves the hash as it is (vLLM's wrapper hashes no line before the first FROM, and no Docker
+# Bake file), and what moves it: (file, the text an edit replaces, what replaces it, hash unchanged).
+CI_BASE_FROM = "FROM mori_base AS ci_base\n"
+EDITS = {
+    "a line before the first FROM": (
+        DOCKERFILE,
+        "ARG COMMON_WORKDIR=/app\n",
+        "# bake:\nARG COMMON_WORKDIR=/app\n",
+        True,
+    ),
+    "the Docker Bake file": (
+        "docker/docker-bake-rocm.hcl",
+        'group "default"',
+        '# edited\ngroup "default"',
+        True,
+    ),
+    "the CI overlay": ("docker/ci-rocm.hcl", 'target "_ci-rocm"', '# edited\ntarget "_ci-rocm"', True),
+    "a line of ci_base": (DOCKERFILE, CI_BASE_FROM, f"{CI_BASE_FROM}RUN --network=none true\n", False),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("edit", sorted(EDITS))
+def test_the_hash_follows_the_stages_text_only(checkout: Site, edit: str) -> None:
+    path, old, new, same = EDITS[edit]
+    before = content_hash(checkout)
+    target = checkout.root / path
+    assert target.read_text().count(old) == 1, f"{path} no longer has {old!r} once"
+    target.write_text(target.read_text().replace(old, new))
+    checkout.commit(edit)
+    assert (content_hash(checkout) == before) is same, f"{edit} {'moved' if same else 'left'} the hash"
+
+
+# What HEAD's tree would lack: the wrapper stops, naming it and what to do.
+DIRTY = {
+    "an uncommitted bake pin": ("tracked changes not committed", f"M\t{DOCKERFILE}"),
+    "a staged change": ("staged changes", f"M\t{DOCKERFILE}"),
+    "an untracked file": ("untracked files", "docker/bake-assets.new.toml"),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("dirt", sorted(DIRTY))
+def test_the_wrapper_refuses_what_heads_tree_would_lack(checkout: Site, dirt: str) -> None:
+    what, named = DIRTY[dirt]
+    if dirt == "an untracked file":
+        (checkout.root / named).write_text("")
+    else:
+        dockerfile = checkout.root / DOCKERFILE
+        dockerfile.write_text(dockerfile.read_text().replace(checkout.prefix, f"{checkout.prefix}-repinned"))
+        if dirt == "a staged change":
+            git(checkout.root, "add", DOCKERFILE)
+    proc = checkout.wrapper("ci-base-rocm-ci")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert (
+        f"ci-bake-rocm.sh: {what}, which the build context (the git tree of HEAD) would lack" in proc.stderr
+    )
+    assert named in proc.stderr and "git commit" in proc.stderr, proc.stderr
+    assert "ci_base content hash" not in proc.stderr, "it hashed a tree it would not build"
 
 
 def test_an_unchanged_tree_skips_the_build(history: History) -> None:
@@ -383,6 +475,7 @@ def absent_copy(site: Site, history: History, tmp: Path) -> Site:
     dockerfile = copy.root / DOCKERFILE
     never = f"{SHARED_REGISTRY}/bake-vllm-never-pushed-{uuid.uuid4().hex[:10]}"
     dockerfile.write_text(dockerfile.read_text().replace(site.prefix, never))
+    copy.commit("pins to a repository never pushed")
     return copy
 
 

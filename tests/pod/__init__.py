@@ -18,8 +18,9 @@ ENTRYPOINT = REPO / "scripts" / "entrypoint.sh"
 RUNNER = HERE / "runner.sh"
 RUNNER_TOO_EARLY = HERE / "runner-too-early.sh"
 JOB = HERE / "job.py"
-# The one line a runner adds after its own exports; README shows it, runner.sh runs it.
-SNIPPET = 'eval "$(bake-entrypoint --print-env)"'
+# The one line a runner adds after its own exports; docs/runtime.md shows it, runner.sh runs it.
+# Taking the output first keeps bake-entrypoint's exit status: `eval "$(...)"` alone returns 0.
+SNIPPET = 'bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"'
 # Where each consumer kind's files are served: asset prefix -> the job's location names.
 SERVED_AT = {"s3tokenizer": ("s3tokenizer",), "tiktoken": ("tiktoken-rs", "tiktoken")}
 

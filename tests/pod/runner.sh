@@ -11,6 +11,6 @@ export XDG_CACHE_HOME="$job_dir/cache"
 export TMPDIR="$job_dir/tmp"
 
 # bake: serve the baked assets at this job's locations. After the exports above.
-eval "$(bake-entrypoint --print-env)"
+bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"
 
 exec "$@"

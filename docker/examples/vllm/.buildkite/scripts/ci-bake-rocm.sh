@@ -3,20 +3,27 @@
 # vLLM's code is in it). Like vLLM's wrapper, CI runs every ROCm build through it, with its own
 # -f files and no hook for anyone else's, and it decides whether ci_base must be rebuilt. It
 # hashes three things:
-#   1. the files in CI_BASE_CONTENT_FILES (path, executable bit, contents);
-#   2. the text of the Dockerfile stages in CI_BASE_DOCKERFILE_STAGES, and every line before
-#      the Dockerfile's first FROM;
-#   3. the resolved value of each ARG those lines declare and use (the environment's, else the
-#      Dockerfile's default);
+#   1. the files in CI_BASE_CONTENT_FILES (path, executable bit, contents); no Docker Bake
+#      file is among them;
+#   2. the text of the Dockerfile stages in CI_BASE_DOCKERFILE_STAGES, and no line before the
+#      Dockerfile's first FROM;
+#   3. the resolved value of each ARG those stages use that is declared there or before the
+#      first FROM (the environment's, else the Dockerfile's default);
 # and builds ci_base only when the result differs from the vllm.ci_base.content_hash label of
 # the published image (CI_BASE_IMAGE_TAG), read from the registry. bake's lines in the ci_base
 # stage carry digest pins, so `bake pin` alone moves the hash; bake needs nothing from here.
+#
+# In Buildkite (BUILDKITE=true), as vLLM's wrapper does, the build context is HEAD's git tree,
+# exported to a directory of the wrapper's own, and the hash is taken there: a tracked change
+# that is not committed (an uncommitted `bake pin`) or a staged one stops the build. So does an
+# untracked file, where vLLM's wrapper leaves it out of the context without a word: the
+# stand-in is stricter, so that a test catches the file a build would silently lack.
 #
 #   ci-bake-rocm.sh TARGET                       build TARGET (ci-base-rocm*: only when stale)
 #   BAKE_PRINT_ONLY=1 ci-bake-rocm.sh TARGET     print the resolved definition, build nothing
 set -euo pipefail
 
-: "${CI_BASE_CONTENT_FILES:=.dockerignore requirements/common.txt requirements/rocm.txt requirements/test/rocm.txt docker/ci-rocm.hcl docker/docker-bake-rocm.hcl .buildkite/scripts/ci-bake-rocm.sh}"
+: "${CI_BASE_CONTENT_FILES:=.dockerignore requirements/common.txt requirements/rocm.txt requirements/test/rocm.txt}"
 : "${CI_BASE_DOCKERFILE:=docker/Dockerfile.rocm}"
 : "${CI_BASE_DOCKERFILE_STAGES:=base rust-toolchain build_nixl build_rocshmem build_deepep mori_base ci_base}"
 : "${CI_BASE_IMAGE_TAG:=rocm/vllm-dev:ci_base}"
@@ -50,10 +57,11 @@ _content_files() {
 	done
 }
 
-# The lines before the first FROM, then every line of the stages CI_BASE_DOCKERFILE_STAGES names.
+# Every line of the stages CI_BASE_DOCKERFILE_STAGES names; with $1 = global, also the lines
+# before the first FROM (where global ARGs are declared).
 _stage_lines() {
-	awk -v stages="$CI_BASE_DOCKERFILE_STAGES" '
-		BEGIN { n = split(stages, names, " "); for (i = 1; i <= n; i++) wanted[names[i]] = 1; keep = 1 }
+	awk -v stages="$CI_BASE_DOCKERFILE_STAGES" -v keep="$([ "${1:-}" = global ] && echo 1 || echo 0)" '
+		BEGIN { n = split(stages, names, " "); for (i = 1; i <= n; i++) wanted[names[i]] = 1 }
 		toupper($1) == "FROM" {
 			keep = 0
 			for (i = 2; i < NF; i++) if (toupper($i) == "AS") keep = ($(i + 1) in wanted)
@@ -62,10 +70,11 @@ _stage_lines() {
 	' "$CI_BASE_DOCKERFILE"
 }
 
-# The ARGs those lines declare and also use ($NAME or ${NAME…}), once each, in order.
+# The ARGs declared before the first FROM or in those stages, and used there ($NAME or ${NAME…}),
+# once each, in order.
 _stage_args() {
 	local lines name
-	lines=$(_stage_lines)
+	lines=$(_stage_lines global)
 	while IFS= read -r name; do
 		if grep -q -E '\$\{?'"$name"'([^A-Za-z0-9_]|$)' <<<"$lines"; then
 			printf '%s\n' "$name"
@@ -101,6 +110,34 @@ _remote_hash() {
 		--format "{{index .Image.Config.Labels \"$HASH_LABEL\"}}" 2>/dev/null || true
 }
 
+# Fail, naming what git reports ($2) and what to do, when it reports anything.
+_refuse() {
+	local what=$1 listing=$2
+	[ -z "$listing" ] && return 0
+	printf >&2 'ci-bake-rocm.sh: %s, which the build context (the git tree of HEAD) would lack:\n%s\n' "$what" "$listing"
+	echo >&2 "Commit them (a \`bake pin\` too: git add docker/Dockerfile.rocm && git commit), or remove them, then run again."
+	exit 1
+}
+
+# The build context in Buildkite: HEAD's tree, exported to WORK_DIR/context, refusing what it would
+# lack; WORK_DIR/context.hcl points _common-rocm at it.
+_git_context() {
+	local context=$WORK_DIR/context prefix
+	git rev-parse --verify -q HEAD >/dev/null || {
+		echo >&2 "ci-bake-rocm.sh: $(pwd) is no git checkout with a commit; CI builds from HEAD's tree"
+		exit 1
+	}
+	# The checkout's root may sit below the repository's (bake's copy of the stand-in does).
+	prefix=$(git rev-parse --show-prefix)
+	_refuse "tracked changes not committed" "$(git -c core.fileMode=false diff --name-status -- .)"
+	_refuse "staged changes" "$(git diff --cached --name-status HEAD -- .)"
+	_refuse "untracked files" "$(git ls-files --others --exclude-standard)"
+	mkdir "$context"
+	git archive --format=tar "HEAD:$prefix" >"$WORK_DIR/context.tar"
+	tar -xf "$WORK_DIR/context.tar" -C "$context"
+	printf 'target "_common-rocm" {\n  context = "%s"\n}\n' "$context" >"$WORK_DIR/context.hcl"
+}
+
 # An -f file that puts the hash on the ci_base targets: ci-base-rocm-ci inherits no label.
 _label_file() {
 	local hash=$1 target
@@ -113,17 +150,23 @@ _label_file() {
 _main() {
 	local target=${1:?usage: ci-bake-rocm.sh TARGET}
 	local files=(-f docker/docker-bake-rocm.hcl -f docker/ci-rocm.hcl)
-	local hash remote
+	local hash remote source=.
 	cd "$(dirname "$0")/../.."
 	WORK_DIR=$(mktemp -d)
 	trap 'rm -rf "$WORK_DIR"' EXIT
+	if [ "${BUILDKITE:-false}" = true ]; then
+		_git_context
+		# A context outside the working directory is a file-system entitlement for Docker Bake.
+		files+=(-f "$WORK_DIR/context.hcl" "--allow=fs.read=$WORK_DIR/context")
+		source=$WORK_DIR/context
+	fi
 	case $target in
 	ci-base-rocm*)
 		# As vLLM's wrapper does: later steps (GPU jobs) read which ci_base this build uses.
 		if command -v buildkite-agent >/dev/null; then
 			buildkite-agent meta-data set rocm-ci-base-image "$CI_BASE_IMAGE_TAG"
 		fi
-		hash=$(_ci_base_hash)
+		hash=$(cd "$source" && _ci_base_hash)
 		remote=$(_remote_hash)
 		echo >&2 "ci_base content hash: $hash"
 		if [ "$remote" = "$hash" ]; then

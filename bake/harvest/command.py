@@ -1,0 +1,82 @@
+"""The ``bake harvest`` command: its options, what it prints, and its exit codes.
+
+``bake harvest DIR… [--manifest M] [--group G]…`` adds what it can pin and exits 0, naming
+on stderr each thing it cannot pin. ``bake harvest --diff ROOT DIR…`` writes nothing: it prints
+on stdout the entries harvest would add for what ROOT lacks, and exits 1 when there is any, or
+when something could not be pinned; 0 when there is no difference. 2 is a usage error or a bad
+manifest, 3 a cache that could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from bake import consumers, manifest
+from bake.harvest import caches, diff, pin
+from bake.text import escape
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``harvest`` to the CLI's sub-parsers."""
+    p = sub.add_parser("harvest", help="pin what a job's caches hold, offline; --diff: what an image lacks")
+    p.set_defaults(run=cmd_harvest)
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="a cache a job filled (HF_HOME, XDG_CACHE_HOME, …)")
+    p.add_argument(
+        "--manifest",
+        type=Path,
+        help=f"manifest to edit, started if missing (default $BAKE_MANIFEST or {manifest.DEFAULT_MANIFEST})",
+    )
+    p.add_argument("--group", action="append", default=[], metavar="G", help="put new entries in group G")
+    p.add_argument(
+        "--diff",
+        metavar="ROOT",
+        help="write nothing: list what the sealed root (or image) ROOT lacks, exit 1 if any",
+    )
+
+
+def _manifest_path(args: argparse.Namespace) -> Path:
+    return args.manifest or Path(os.environ.get("BAKE_MANIFEST") or manifest.DEFAULT_MANIFEST)
+
+
+def _report(problems: list) -> None:
+    for p in problems:
+        print(f"bake: not pinned: {escape(p.where)}: {escape(p.why)}", file=sys.stderr)
+    if problems:
+        print(
+            f"bake: {len(problems)} thing(s) not pinned, listed above; no entry was written for them",
+            file=sys.stderr,
+        )
+
+
+def cmd_harvest(args: argparse.Namespace) -> int:
+    path = _manifest_path(args)
+    existing = pin.read_existing(path)[1] if args.diff is None or path.is_file() else manifest.Assets()
+    urls = [u for a in existing if a.hub is None for u in a.urls]
+    found = caches.scan(args.dirs, consumers.table(manifest.declared_consumers(existing)), urls)
+    if args.diff is not None:
+        lacking = diff.missing(found, args.diff)
+        plan = pin.make_plan(lacking, [], args.group)
+        _report(plan.problems + lacking.problems)
+        if plan.empty:
+            print(
+                f"bake: {args.diff} has everything the caches hold"
+                + (", but see above" if lacking.problems else "")
+            )
+        else:
+            print(pin.new_text("", plan), end="")
+        return 1 if not plan.empty or plan.problems or lacking.problems else 0
+    plan = pin.harvest_into(path, found, args.group)
+    for a in plan.assets:
+        print(f"bake: added {a.name} ({a.path}, {a.size} bytes, sha256 {a.sha256}) to {path}")
+    for e in plan.entries:
+        entry = pin.label(e["type"] or "model", e["repo"], e["commit"])
+        print(f"bake: added hub {entry}: {len(e['files'])} file(s) to {path}")
+    for key, records in plan.additions.items():
+        print(f"bake: added {len(records)} file(s) to hub {pin.label(*key)} in {path}")
+    if plan.empty:
+        print(f"bake: nothing new to pin in {path}")
+    _report(found.problems + plan.problems)
+    return 0

@@ -1,0 +1,79 @@
+"""``bake harvest --diff ROOT``: what a run's caches hold that a sealed asset root (or an image) lacks.
+
+A sealed root says what it bakes in two files seal wrote: ``bake.lock.json`` (every file's path and
+sha256) and ``bake.serve`` (for the Hub, which snapshot file links to which blob). A cached asset is
+baked when the lock holds its path with its sha256; a cached Hub file when the served tree links
+``<repo folder>/snapshots/<commit>/<path>`` to a blob the lock holds with that sha256. ROOT that is
+no directory is an image reference, read with the docker SDK (the ``[registry]`` extra).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from bake import servefile
+from bake.errors import FetchError, UsageError
+from bake.harvest.caches import Found
+from bake.hubtable import PREFIX as HUB_PREFIX
+from bake.index import LOCK_NAME, read_lock
+
+
+def _baked(root: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """(path -> sha256 of every locked file, Hub snapshot name -> the blob path it links to)."""
+    locked = {
+        f.path: f.sha256 for f in read_lock(root, "give a sealed asset root, or an image that holds one")
+    }
+    serve = root / servefile.NAME
+    links: dict[str, str] = {}
+    if serve.is_file():
+        try:
+            records = servefile.read(serve.read_text(encoding="utf-8")).records
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{serve}: not a bake.serve seal wrote ({exc})") from None
+        for r in records:
+            if isinstance(r, servefile.Link) and r.consumer == HUB_PREFIX:
+                to = servefile.resolve_link(r.name, r.target)
+                if to is not None:
+                    links[r.name] = f"{HUB_PREFIX}/{to}"
+    return locked, links
+
+
+def _image_root(ref: str, into: Path) -> Path:
+    """Copy the image's lock and bake.serve into ``into``; return it. Raises UsageError or FetchError."""
+    try:
+        from bake.testing.image import ImageError, ImageUnderTest
+    except ImportError:
+        raise UsageError(
+            f"--diff {ref}: not a directory; reading an image needs the [registry] extra"
+        ) from None
+    try:
+        image = ImageUnderTest(ref)
+        for name in (LOCK_NAME, servefile.NAME):
+            data = image.read_file(f"{image.asset_root}/{name}")
+            if data is not None:
+                (into / name).write_bytes(data)
+    except ImageError as exc:
+        raise FetchError(f"--diff {ref}: {exc}") from None
+    return into
+
+
+def missing(found: Found, root: str) -> Found:
+    """Return what ``found`` holds that ROOT does not bake (its problems carried along)."""
+    if not Path(root).is_dir() and root.startswith(("/", ".", "~")):
+        raise UsageError(f"--diff {root}: not a directory; give a sealed asset root or an image reference")
+    with tempfile.TemporaryDirectory(prefix="bake-harvest-") as scratch:
+        path = Path(root) if Path(root).is_dir() else _image_root(root, Path(scratch))
+        locked, links = _baked(path)
+    lacking = Found(problems=list(found.problems))
+    lacking.assets = [a for a in found.assets if locked.get(a.path) != a.sha256]
+    for c in found.commits:
+        files = tuple(
+            f
+            for f in c.files
+            if locked.get(links.get(f"{c.folder}/snapshots/{c.commit}/{f.path}", "")) != f.sha256
+        )
+        if files:
+            lacking.commits.append(replace(c, files=files))
+    return lacking
