@@ -9,14 +9,15 @@ is refused), which are what ``bake fetch`` verifies. The manifest is edited as
 text plus one entry rendered by tomlkit: every byte outside the new entry
 survives, comments and odd formatting included. The edit follows a symlinked
 manifest to its target and runs under a lock, on the manifest as it is then
-(bake.manifestedit), so two adds at once keep both entries. URL credentials are
-never written: they belong in a mirror.
+(bake.manifestedit), so two adds at once keep both entries. URL credentials (userinfo,
+and query parameters such as ``?token=``) are never written: they belong in a mirror.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -26,6 +27,7 @@ from urllib.parse import urlsplit
 from bake import consumers, manifest, manifestedit
 from bake.errors import FetchError, ManifestError, UsageError
 from bake.fetch import FetchOptions, fetch_to_cache
+from bake.fetch.progress import Progress
 from bake.hashes import GIT_SHA1_HEX
 from bake.manifest import Asset, Assets
 
@@ -36,8 +38,9 @@ _SHA256_KEY = re.compile(r"""^(\s*)(?:sha256|"sha256"|'sha256')\s*=""")
 
 
 def _read(path: Path, allow_http: bool) -> tuple[str, Assets]:
-    text = manifest.read_manifest_text(path)
-    return text, manifest.parse_manifest(text, source=str(path), allow_http=allow_http)
+    """The manifest's text and entries; a missing or empty manifest is one with no entries yet."""
+    text = manifest.read_manifest_text(path) if os.path.exists(path) else ""
+    return text, manifest.parse_manifest(text, source=str(path), allow_http=allow_http, allow_empty=True)
 
 
 def derive_path(url: str, table: Sequence[consumers.Consumer]) -> str:
@@ -68,7 +71,9 @@ def derive_name(url: str, path: str) -> str:
     return name
 
 
-def _fetch_unknown(url: str, key_url: str, name: str, options: FetchOptions) -> tuple[str, int]:
+def _fetch_unknown(
+    url: str, key_url: str, name: str, options: FetchOptions, progress: Progress | None
+) -> tuple[str, int]:
     """Fetch ``url``, whose hash is unknown, into the cache; return its sha256 and size.
 
     The partial is keyed by ``key_url`` (the URL as written, without credentials) until
@@ -76,30 +81,35 @@ def _fetch_unknown(url: str, key_url: str, name: str, options: FetchOptions) -> 
     """
     key = hashlib.sha256(key_url.encode()).hexdigest()
     probe = Asset(name, "download", key, (url,))
-    (record,) = fetch_to_cache([probe], replace(options, unknown_sha256=True))
+    (record,) = fetch_to_cache([probe], replace(options, unknown_sha256=True), progress)
     return record.sha256, record.size
 
 
-def _fetch_known(asset: Asset, options: FetchOptions) -> int:
+def _fetch_known(asset: Asset, options: FetchOptions, progress: Progress | None) -> int:
     """Fetch and verify ``asset`` into the cache; return its size."""
-    (record,) = fetch_to_cache([asset], options)
+    (record,) = fetch_to_cache([asset], options, progress)
     return record.size
 
 
-def without_userinfo(url: str) -> str:
-    """``url`` with any ``user:password@`` taken out, and a warning saying where credentials belong."""
+def without_credentials(url: str) -> str:
+    """``url`` without ``user:password@`` and without query parameters that look like credentials
+    (``?token=``, a presigned URL's signature), with a warning saying where credentials belong."""
     parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
+    query = [p for p in parts.query.split("&") if p] if parts.query else []
+    kept = [p for p in query if not manifest.is_credential_param(p.partition("=")[0])]
+    in_userinfo = parts.username is not None or parts.password is not None
+    if not in_userinfo and kept == query:
         return url
+    dropped = [p.partition("=")[0] for p in query if p not in kept]
+    what = ["USER:PASSWORD@" if in_userinfo else "", *(f"?{name}=" for name in dropped)]
     log.warning(
-        "the credentials in %s are not written to the manifest, which is committed and read by "
-        "every build; give them to a build as a mirror instead: --mirror PREFIX=%s://USER:PASSWORD@%s/… "
-        "(or BAKE_MIRRORS), and in a docker build through the bake_mirrors secret",
+        "the credentials in %s (%s) are not written to the manifest, which is committed and read by "
+        "every build; give them to builds as a mirror instead: --mirror PREFIX=REPLACEMENT, the "
+        "REPLACEMENT carrying them (or BAKE_MIRRORS), and in a docker build through the bake_mirrors secret",
         manifest.redact_url(url),
-        parts.scheme,
-        parts.hostname,
+        ", ".join(w for w in what if w),
     )
-    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2], query="&".join(kept)).geturl()
 
 
 def render_entry(asset: Asset) -> str:
@@ -151,6 +161,7 @@ def add(
     path: str | None = None,
     groups: Sequence[str] = (),
     sha256: str | None = None,
+    progress: Progress | None = None,
 ) -> Asset:
     """Fetch ``url`` and append its entry to the manifest; return the new asset.
 
@@ -161,7 +172,7 @@ def add(
     text, assets = _read(manifest_path, options.allow_http)
     table = assets.consumers()
     manifest.check_url(url, allow_http=options.allow_http, where="bake add")
-    written = without_userinfo(url)
+    written = without_credentials(url)
     path = path or derive_path(written, table)
     name = name or derive_name(written, path)
     _check_unused(assets, manifest_path, name, path)
@@ -170,7 +181,7 @@ def add(
     manifest.parse_manifest(
         manifestedit.appended(text, render_entry(draft)), source=str(manifest_path), allow_http=True
     )
-    digest, size = _fetch_unknown(url, written, name, options)
+    digest, size = _fetch_unknown(url, written, name, options, progress)
     if sha256 is not None and digest != draft.sha256:
         raise FetchError(
             f"{manifest.redact_url(url)}: its bytes hash to {digest}, not to the --sha256 {draft.sha256} "
@@ -212,7 +223,9 @@ def _insert_size(text: str, index: int, size: int) -> str | None:
     return None
 
 
-def fill_size(manifest_path: Path, name: str, options: FetchOptions) -> Asset:
+def fill_size(
+    manifest_path: Path, name: str, options: FetchOptions, progress: Progress | None = None
+) -> Asset:
     """Fetch and verify the named entry through the engine, and write its missing ``size``; return it.
 
     Raises UsageError for an unknown name, FetchError when it cannot be fetched
@@ -220,7 +233,7 @@ def fill_size(manifest_path: Path, name: str, options: FetchOptions) -> Asset:
     """
     _, assets = _read(manifest_path, options.allow_http)
     asset = _named(assets, manifest_path, name)
-    size = _fetch_known(asset, options)
+    size = _fetch_known(asset, options, progress)
     if asset.size is not None:
         return asset
     with manifestedit.locked(manifest_path) as target:

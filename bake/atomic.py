@@ -31,22 +31,30 @@ def is_no_space(exc: OSError) -> bool:
     return exc.errno in _NO_SPACE
 
 
-def free_bytes(path: Path) -> int:
-    """Return the bytes available to this user on the filesystem of ``path`` (or its nearest parent)."""
+def _statvfs(path: Path) -> os.statvfs_result | None:
+    """statvfs of the filesystem of ``path``, or of its nearest parent that exists; None if none answers."""
     for candidate in (path, *path.parents):
         with contextlib.suppress(OSError):
-            st = os.statvfs(candidate)
-            return st.f_bavail * st.f_frsize
-    return 0
+            return os.statvfs(candidate)
+    return None
+
+
+def free_bytes(path: Path) -> int:
+    """Return the bytes available to this user on the filesystem of ``path`` (or its nearest parent)."""
+    st = _statvfs(path)
+    return st.f_bavail * st.f_frsize if st else 0
+
+
+def filesystem_bytes(path: Path) -> int:
+    """Return the size of the filesystem of ``path`` (or its nearest parent), 0 if none answers."""
+    st = _statvfs(path)
+    return st.f_blocks * st.f_frsize if st else 0
 
 
 def free_inodes(path: Path) -> int | None:
     """Return the files this user may still create on the filesystem of ``path``; None if it does not say."""
-    for candidate in (path, *path.parents):
-        with contextlib.suppress(OSError):
-            st = os.statvfs(candidate)
-            return st.f_favail if st.f_files else None  # some filesystems report no inode counts
-    return None
+    st = _statvfs(path)
+    return st.f_favail if st and st.f_files else None  # some filesystems report no inode counts
 
 
 def no_space_error(subject: str, where: Path, need: int, what_to_do: str) -> NoSpaceError:
@@ -132,8 +140,10 @@ def staged(target: Path) -> Iterator[Path]:
     try:
         yield staging
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            staging.unlink()
+        # Only what was made: on a read-only filesystem even unlinking a missing name fails (EROFS).
+        if os.path.lexists(staging):
+            with contextlib.suppress(FileNotFoundError):
+                staging.unlink()
 
 
 def commit(staging: Path, target: Path, *, durable: bool = True) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
 import itertools
@@ -12,14 +13,15 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from bake import __version__, index, manifest, seal, verify
-from bake.errors import BakeError, FetchError, UsageError
+from bake.errors import BakeError, FetchError, ManifestError, UsageError
 from bake.fetch import FetchOptions
 from bake.fetch.clock import DEADLINE_RULE
+from bake.fetch.options import MIN_FREE_RULE
 from bake.text import escape
 from bake.units import GIB, KIB, MIB, TIB, shown_size
 
@@ -34,19 +36,27 @@ _MAX_COUNT = 1024
 _MAX_SECONDS = 10**6
 
 
+def _number(kind: Callable[[str], float], text: str, expected: str) -> float:
+    """``kind(text)`` within the bounds the caller checks; argparse names the option in the message."""
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+
+
 def _positive_int(text: str) -> int:
-    value = int(text)
+    expected = f"a whole number from 1 to {_MAX_COUNT}"
+    value = _number(int, text, expected)
     if not 1 <= value <= _MAX_COUNT:
-        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {_MAX_COUNT}, got {text}")
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text}")
     return value
 
 
 def _positive_float(text: str) -> float:
-    value = float(text)
+    expected = f"a number of seconds above 0 and at most {_MAX_SECONDS}"
+    value = _number(float, text, expected)
     if not 0 < value <= _MAX_SECONDS:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError(
-            f"expected a number of seconds above 0 and at most {_MAX_SECONDS}, got {text}"
-        )
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text}")
     return value
 
 
@@ -66,10 +76,13 @@ def _bytes(text: str) -> int:
 
 
 def _days(text: str) -> float:
-    value = float(text)
+    value = _number(float, text, "a number of days from 0 to 36500")
     if not 0 <= value <= 100 * 365:  # also refuses nan and inf
         raise argparse.ArgumentTypeError(f"expected a number of days from 0 to 36500, got {text}")
     return value
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '?([^'\s]*)'? \(choose from (.*)\)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -113,11 +126,19 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         parser = self._parsed_by()
         misspelt = parser._misspelt()
-        if misspelt and message.startswith("unrecognized arguments"):
+        if choice := _INVALID_CHOICE.search(message):
+            # A misspelt command (or action): the closest one, as git and pip suggest it.
+            word, choices = choice.group(1), re.findall(r"[\w-]+", choice.group(2))
+            close = difflib.get_close_matches(word, choices, n=1)
+            kind = "command" if re.match(r"argument \w*command:", message) else "choice"
+            message = f"unknown {kind} {word!r}" + (
+                f" (did you mean {close[0]}?)" if close else f"; expected one of {', '.join(choices)}"
+            )
+        elif misspelt and message.startswith("unrecognized arguments"):
             message = "; ".join(misspelt)
         elif misspelt:
             message = "; ".join([*misspelt, message])
-        raise UsageError(f"{parser.prog}: {message} (see `{parser.prog} --help`)")
+        raise UsageError(f"{message} (see `{parser.prog} --help`)")
 
 
 def _add_group(p: argparse.ArgumentParser, help_text: str) -> None:
@@ -125,11 +146,35 @@ def _add_group(p: argparse.ArgumentParser, help_text: str) -> None:
     p.add_argument("--group", action="append", default=[], metavar="G", help=help_text)
 
 
+MANIFEST_DEFAULT_RULE = f"$BAKE_MANIFEST, else {manifest.DEFAULT_MANIFEST}"
+
+
+class _FromEnv(str):
+    """A manifest path that BAKE_MANIFEST gave, so that an error about it can name the variable."""
+
+
+def _default_manifest() -> str:
+    """The manifest a command reads when --manifest is not given: BAKE_MANIFEST names it (round 4)."""
+    named = os.environ.get("BAKE_MANIFEST")
+    return _FromEnv(named) if named else manifest.DEFAULT_MANIFEST
+
+
+@contextlib.contextmanager
+def _naming_the_variable(path: str) -> Iterator[None]:
+    """Say that BAKE_MANIFEST chose the manifest a ManifestError is about, when it did."""
+    try:
+        yield
+    except ManifestError as exc:
+        if not isinstance(path, _FromEnv):
+            raise
+        raise ManifestError(f"{exc} (BAKE_MANIFEST names it: fix the variable, or pass --manifest)") from None
+
+
 def _add_selection(p: argparse.ArgumentParser, *, default_manifest: bool = False) -> None:
     p.add_argument(
         "--manifest",
-        default=manifest.DEFAULT_MANIFEST if default_manifest else None,
-        help=f"asset manifest (TOML); default {manifest.DEFAULT_MANIFEST}",
+        default=_default_manifest() if default_manifest else None,
+        help=f"asset manifest (TOML); default {MANIFEST_DEFAULT_RULE}",
     )
     _add_group(p, "select assets in group G plus shared assets; repeatable")
     p.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
@@ -177,8 +222,7 @@ def _add_fetch_options(p: argparse.ArgumentParser) -> None:
         type=_bytes,
         default=defaults.min_free,
         metavar="SIZE",
-        help="such a file stops before its filesystem has less than SIZE free "
-        f"(default {shown_size(defaults.min_free)})",
+        help=f"such a file stops before its filesystem has less than SIZE free (default {MIN_FREE_RULE})",
     )
 
 
@@ -189,8 +233,9 @@ def _add_fetch_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dest", required=True, type=Path, help="directory that receives the assets")
     _add_fetch_options(p)
     _add_fetch_limit(p, "--jobs", _positive_int, "assets fetched at once")
-    p.add_argument("--json", type=Path, metavar="REPORT", help="write a per-asset report here")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    p.add_argument(
+        "--json", type=Path, metavar="REPORT", help="write a per-asset report here (-: stdout), failures too"
+    )
 
 
 def _add_add_parser(sub: argparse._SubParsersAction) -> None:
@@ -207,8 +252,8 @@ def _add_add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add.add_argument(
         "--manifest",
-        default=manifest.DEFAULT_MANIFEST,
-        help=f"manifest to edit; default {manifest.DEFAULT_MANIFEST}",
+        default=_default_manifest(),
+        help=f"manifest to edit; default {MANIFEST_DEFAULT_RULE} (started if missing)",
     )
     _add_group(add, "put the entry in group G; repeatable")
     add.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
@@ -266,6 +311,11 @@ def _add_seal_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=cmd_seal)
     _add_selection(p, default_manifest=True)
     p.add_argument("--dest", required=True, type=Path)
+    p.add_argument(
+        "--remove-stray",
+        action="store_true",
+        help="remove files under --dest that no selected asset accounts for (seal refuses them otherwise)",
+    )
 
 
 def _add_check_context_parser(sub: argparse._SubParsersAction) -> None:
@@ -292,7 +342,7 @@ def _add_build_parser(sub: argparse._SubParsersAction) -> None:
 def _add_image_selection(p: argparse.ArgumentParser) -> None:
     """What publish and pin name: the assets of a manifest (and groups) in REPO, or bake's runtime."""
     p.add_argument(
-        "--manifest", help=f"asset manifest (TOML); default {manifest.DEFAULT_MANIFEST}; not with --runtime"
+        "--manifest", help=f"asset manifest (TOML); default {MANIFEST_DEFAULT_RULE}; not with --runtime"
     )
     p.add_argument("--repository", required=True, metavar="REPO", help="the image repository, no tag")
     _add_group(p, "bake group G plus shared assets; repeatable")
@@ -348,19 +398,47 @@ def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
     prune.add_argument("--cache-dir", type=Path)
 
 
+def _add_verbosity(p: argparse.ArgumentParser, default: Any) -> None:
+    """``-q`` and ``-v``, taken before the command and after it alike (pip's and hf's convention).
+
+    Below the top level the default is SUPPRESS, so a flag given before the command is not reset.
+    """
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "-q", "--quiet", action="store_true", default=default, help="no progress output (results still print)"
+    )
+    group.add_argument(
+        "-v", "--verbose", action="store_true", default=default, help="debug logging: every attempt"
+    )
+
+
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """Every (sub)parser below ``parser``, nested ones (``cache prune``) included."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield sub
+                yield from _parsers(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser for every ``bake`` command (one entry of COMMANDS each)."""
     parser = _Parser(prog="bake", description="Verified asset layers for ROCm CI images.")
     parser.add_argument("--version", action="version", version=f"bake {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    _add_verbosity(parser, False)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for add_parser in COMMANDS:
         add_parser(sub)
+    for command in _parsers(parser):
+        _add_verbosity(command, argparse.SUPPRESS)
     return parser
 
 
 def _selected(args: argparse.Namespace) -> list[manifest.Asset]:
-    assets = manifest.load_manifest(args.manifest, allow_http=args.allow_http)
+    with _naming_the_variable(args.manifest):
+        assets = manifest.load_manifest(args.manifest, allow_http=args.allow_http)
+    for warning in manifest.near_misses(assets):
+        log.warning("warning: %s", warning)
     return manifest.select(assets, args.group)
 
 
@@ -368,10 +446,13 @@ def _fetch_options(args: argparse.Namespace):
     """Return the engine's FetchOptions from the shared fetch options. Raises UsageError."""
     from bake import cache, fetch
 
-    mirror_specs = os.environ.get("BAKE_MIRRORS", "").split() + args.mirror
+    try:
+        from_env = fetch.parse_mirrors(os.environ.get("BAKE_MIRRORS", "").split())
+    except UsageError as exc:
+        raise UsageError(f"BAKE_MIRRORS: {exc}; fix or unset the variable") from None
     options = FetchOptions(
         cache_dir=args.cache_dir or cache.default_cache_dir(),
-        mirrors=fetch.parse_mirrors(mirror_specs),
+        mirrors=from_env + fetch.parse_mirrors(args.mirror),
         no_origin=args.no_origin,
         connections=args.connections,
         attempts=args.attempts,
@@ -390,35 +471,39 @@ def _fetch_options(args: argparse.Namespace):
     return options
 
 
+def _progress(args: argparse.Namespace):
+    """The progress sink on stderr for a command that fetches; None under -q."""
+    from bake.fetch import progress
+
+    return None if args.quiet else progress.make_progress(sys.stderr)
+
+
 def cmd_fetch(args: argparse.Namespace) -> int:
     from bake import fetch
-    from bake.fetch import progress
 
     assets = _selected(args)
     options = _fetch_options(args)
     if args.dest.exists() and not args.dest.is_dir():
         raise UsageError(f"--dest {args.dest}: exists and is not a directory")
-    if args.json:
+    if args.json and str(args.json) != "-":
         _check_report_path(args.json)
-    sink = None if args.quiet else progress.make_progress(sys.stderr)
     try:
-        records = fetch.fetch_assets(assets, args.dest, options, sink)
+        records = fetch.fetch_assets(assets, args.dest, options, _progress(args))
     except fetch.FetchFailed as exc:
-        if args.json and (problem := _write_report(args.json, exc.records)):
-            log.error("--json %r: %s", str(args.json), problem)
+        if args.json and (problem := _write_report(args.json, assets, exc.records, exc.failures)):
+            exc.args = (f"{exc}\n--json {str(args.json)!r}: {problem}",)  # still one error, stated once
         raise
     index.write_index(args.dest, assets)
-    if args.json and (problem := _write_report(args.json, records)):
+    if args.json and (problem := _write_report(args.json, assets, records, {})):
         raise UsageError(
             f"--json {str(args.json)!r}: {problem}; the assets are installed and verified, "
             "so rerun with a writable --json path to get the report"
         )
-    log.info(
-        "%d asset(s) verified under %s (manifest digest %s)",
-        len(assets),
-        args.dest,
-        manifest.manifest_digest(assets),
-    )
+    if str(args.json) != "-":  # else the report on stdout is the result
+        print(
+            f"bake: {len(assets)} asset(s) verified under {args.dest} "
+            f"(manifest digest {manifest.manifest_digest(assets)})"
+        )
     return 0
 
 
@@ -436,23 +521,36 @@ def _check_report_path(path: Path) -> None:
     raise UsageError(f"--json {str(path)!r}: {problem}; give a writable file path for the report")
 
 
-def _write_report(path: Path, records: list) -> str | None:
-    """Write the per-asset report; return why it could not be written, or None."""
-    report = [
-        {
-            "name": r.name,
-            "path": r.path,
-            "source": r.source,
-            "bytes": r.bytes,
-            "size": r.size,
-            "seconds": round(r.seconds, 3),
-            "attempts": r.attempts,
-            "cached": r.cached,
-        }
-        for r in records
-    ]
+def _write_report(path: Path, assets: list, records: list, failures: dict) -> str | None:
+    """Write the per-asset report, one record per selected asset, failed ones too, to ``path``
+    (``-``: stdout); return why it could not be written, or None."""
+    landed = {r.name: r for r in records}
+    report = []
+    for asset in assets:
+        if (r := landed.get(asset.name)) is not None:
+            report.append(
+                {
+                    "name": r.name,
+                    "path": r.path,
+                    "ok": True,
+                    "source": r.source,
+                    "bytes": r.bytes,
+                    "size": r.size,
+                    "seconds": round(r.seconds, 3),
+                    "attempts": r.attempts,
+                    "cached": r.cached,
+                }
+            )
+        elif asset.name in failures:
+            report.append(
+                {"name": asset.name, "path": asset.path, "ok": False, "error": str(failures[asset.name])}
+            )
+    text = json.dumps({"ok": not failures, "assets": report}, indent=2) + "\n"
+    if str(path) == "-":
+        sys.stdout.write(text)
+        return None
     try:
-        path.write_text(json.dumps({"assets": report}, indent=2) + "\n", encoding="utf-8")
+        path.write_text(text, encoding="utf-8")
     except OSError as exc:
         return f"the report could not be written ({exc.strerror or exc})"
     return None
@@ -464,13 +562,16 @@ def _assets_root(explicit: Path | None) -> Path:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     # Inside an image there is no manifest; the lock written at fetch time says what must be there.
-    if args.manifest is None and not Path(manifest.DEFAULT_MANIFEST).is_file():
+    # No default manifest applies here (the contract), but BAKE_MANIFEST names one.
+    args.manifest = args.manifest or (
+        _FromEnv(os.environ["BAKE_MANIFEST"]) if os.environ.get("BAKE_MANIFEST") else None
+    )
+    if args.manifest is None:
         if args.group:
             raise UsageError("--group needs --manifest; the lock already holds only the selected assets")
         files = index.read_lock(args.dest)
         assets = None
     else:
-        args.manifest = args.manifest or manifest.DEFAULT_MANIFEST
         assets = _selected(args)
         files = index.expected_files(assets)
     verify.verify_dest(args.dest, files, assets=assets)
@@ -479,11 +580,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _print_findings(findings: list, bad_label: str, nothing_to_check: str) -> list:
-    """Print one line per finding on stdout (``nothing_to_check`` when there is none); return the bad ones."""
+    """Print one line per finding on stdout (a warning, ``nothing_to_check``, when there is none);
+    return the bad ones."""
     for f in findings:
         print(f"{'ok' if f.ok else bad_label}  {f.consumer}  {f.asset}: {f.detail}")
     if not findings:
-        print(f"bake: {nothing_to_check}; nothing to check")
+        log.warning("warning: %s; nothing was checked", nothing_to_check)  # a diagnostic, not a result
     return [f for f in findings if not f.ok]
 
 
@@ -525,13 +627,18 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     root = _assets_root(args.assets)
     serve = root / consumers.SERVE_NAME
-    # The image holds no manifest: declared consumers come back from what seal wrote.
-    declared = consumers.declared_from_serve(serve.read_text(encoding="utf-8")) if serve.is_file() else []
-    table = consumers.table(declared)
     # doctor takes --assets (or BAKE_ASSETS), not verify's --manifest and --dest.
     lock = index.read_lock(
         root, "point --assets (or BAKE_ASSETS) at a baked asset root, such as /opt/bake/assets"
     )
+    if not serve.is_file():
+        raise FetchError(
+            f"--assets {root}: fetched but not sealed (no {consumers.SERVE_NAME}), so bake-entrypoint "
+            f"serves nothing from it and every consumer would download: run `bake seal --manifest M "
+            f"--dest {root}` after `bake fetch` in the image build"
+        )
+    # The image holds no manifest: declared consumers come back from what seal wrote.
+    table = consumers.table(consumers.declared_from_serve(serve.read_text(encoding="utf-8")))
     findings = consumers.doctor(root, lock, table)
     libraries = [lib for c in table for lib in c.libraries] + [c.name for c in table if not c.builtin]
     bad = _print_findings(
@@ -546,7 +653,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_seal(args: argparse.Namespace) -> int:
-    seal.seal(args.dest, _selected(args))
+    count = seal.seal(args.dest, _selected(args), remove_stray=args.remove_stray)
+    print(f"bake: sealed {count} asset(s) under {args.dest}")
     return 0
 
 
@@ -592,7 +700,7 @@ def _check_image_selection(args: argparse.Namespace) -> None:
         if args.manifest or args.group:
             raise UsageError("--runtime names bake's runtime image: it takes no --manifest or --group")
     else:
-        args.manifest = args.manifest or manifest.DEFAULT_MANIFEST
+        args.manifest = args.manifest or _default_manifest()
 
 
 def _image_ref(args: argparse.Namespace) -> tuple[str, str]:
@@ -667,12 +775,20 @@ def cmd_add(args: argparse.Namespace) -> int:
     if args.size_only:
         if args.name or args.path or args.sha256 or args.group:
             raise UsageError("--size-only takes only an asset NAME and fetch options")
-        asset = add.fill_size(path, args.target, options)
+        asset = add.fill_size(path, args.target, options, _progress(args))
         print(f"bake: {asset.name}: size = {asset.size} in {path}")
         return 0
-    asset = add.add(
-        path, args.target, options, name=args.name, path=args.path, groups=args.group, sha256=args.sha256
-    )
+    with _naming_the_variable(args.manifest):
+        asset = add.add(
+            path,
+            args.target,
+            options,
+            name=args.name,
+            path=args.path,
+            groups=args.group,
+            sha256=args.sha256,
+            progress=_progress(args),
+        )
     print(f"bake: added {asset.name} ({asset.path}, {asset.size} bytes, sha256 {asset.sha256}) to {path}")
     return 0
 
@@ -683,7 +799,26 @@ def _add_harvest_parser(sub: argparse._SubParsersAction) -> None:
     command.add_parser(sub)
 
 
-# A command is a function that adds its sub-parser (with ``run`` set to its handler), listed here.
+# The exit codes each command may return (the contract's table; README.md's is checked against it).
+# Every command exits 2 for a usage error.
+EXIT_CODES: dict[str, tuple[int, ...]] = {
+    "add": (0, 2, 3),
+    "harvest": (0, 1, 2, 3),
+    "fetch": (0, 2, 3),
+    "verify": (0, 2, 3),
+    "manifest": (0, 2),
+    "doctor": (0, 2, 3),
+    "seal": (0, 2, 3),
+    "check-context": (0, 1, 2, 4),
+    "build": (0, 1, 2, 4, 5),
+    "publish": (0, 2, 5),
+    "pin": (0, 1, 2, 5),
+    "cache": (0, 2),
+    "--version": (0,),
+}
+
+# A command is a function that adds its sub-parser (with ``run`` set to its handler), listed here,
+# and its exit codes in EXIT_CODES.
 COMMANDS = [
     _add_add_parser,
     _add_harvest_parser,

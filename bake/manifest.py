@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import ipaddress
 import json
+import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from pathlib import Path, PurePosixPath
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from bake import consumers, hubtable, offline, servefile
 from bake.errors import ManifestError
@@ -103,17 +106,42 @@ def is_loopback_host(host: str | None) -> bool:
         return False
 
 
-def redact_url(url: str) -> str:
-    """Return ``url`` with any password replaced by ``***``, for messages and reports.
+# Query parameters that carry a secret: tokens, keys, passwords, and the signatures of presigned
+# URLs (S3's X-Amz-*, Google's X-Goog-*, Azure's SAS ``sig``). A name that contains one of the
+# words counts, whatever its case.
+_CREDENTIAL_PARAM = re.compile(
+    r"token|secret|passw|signature|credential|api_?key|^(sig|key|auth|pwd|code)$", re.IGNORECASE
+)
 
-    Plain string surgery, not urlsplit: it must also work on a URL too broken to parse.
+
+def is_credential_param(name: str) -> bool:
+    """Return whether a query parameter named ``name`` looks like it carries a credential."""
+    return bool(_CREDENTIAL_PARAM.search(name))
+
+
+def _redact_query(query: str) -> str:
+    return "&".join(
+        f"{name}=***" if sep and is_credential_param(name) else f"{name}{sep}{value}"
+        for name, sep, value in (part.partition("=") for part in query.split("&"))
+    )
+
+
+def redact_url(url: str) -> str:
+    """Return ``url`` with any password, and any query value that looks like a credential, as ``***``.
+
+    For messages and reports. Plain string surgery, not urlsplit: it must also work on a URL too
+    broken to parse.
     """
     scheme, sep, rest = url.partition("://")
     end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
     userinfo, at, hostport = rest[:end].rpartition("@")
-    if not sep or not at or ":" not in userinfo:
-        return url
-    return f"{scheme}://{userinfo.partition(':')[0]}:***@{hostport}{rest[end:]}"
+    if sep and at and ":" in userinfo:
+        rest = f"{userinfo.partition(':')[0]}:***@{hostport}{rest[end:]}"
+    before, question, query = rest.partition("?")
+    if question:
+        query, hash_, fragment = query.partition("#")
+        rest = f"{before}?{_redact_query(query)}{hash_}{fragment}"
+    return f"{scheme}{sep}{rest}"
 
 
 def check_url(url: str, *, allow_http: bool, where: str) -> None:
@@ -148,6 +176,44 @@ def check_url(url: str, *, allow_http: bool, where: str) -> None:
         raise ManifestError(f"{where}: url {shown!r} must look like hf://ORG/REPO[@REVISION]/PATH")
     if scheme in ("https", "http") and not parts.hostname:
         raise ManifestError(f"{where}: url {shown!r} has no host")
+    if scheme == "file":
+        _check_file_url(url, parts, where)
+
+
+def near_misses(assets: Assets) -> list[str]:
+    """Return a warning for each asset under a directory one typo away from a consumer's prefix.
+
+    Such an asset is baked and verified but served nowhere (``tiktokn/...``), which no check refuses.
+    """
+    table = assets.consumers()
+    prefixes = [c.prefix for c in table]
+    warnings = []
+    for asset in assets:
+        top = asset.path.partition("/")[0] + "/"
+        if "/" not in asset.path or consumers.owner(asset.path, table) is not None:
+            continue
+        close = difflib.get_close_matches(top, prefixes, n=1, cutoff=0.8)
+        if close:
+            warnings.append(
+                f"asset {asset.name!r}: path {asset.path!r} lies under no consumer's prefix, so it is "
+                f"baked but served nowhere; did you mean {close[0]!r}?"
+            )
+    return warnings
+
+
+def _check_file_url(url: str, parts: SplitResult, where: str) -> None:
+    """Refuse a file: URL a build would misread: a relative one, or one that names another host."""
+    shown = redact_url(url)
+    if parts.netloc not in ("", "localhost"):
+        raise ManifestError(
+            f"{where}: url {shown!r} names the host {parts.netloc!r}; bake reads file:// URLs on this "
+            f"machine only: write file://{parts.path or '/path/to/file'} (file:/// and an absolute path)"
+        )
+    if not parts.path.startswith("/"):
+        raise ManifestError(
+            f"{where}: url {shown!r} is a relative file: URL, which would be read against whatever "
+            "directory bake runs in; write an absolute one: file:///path/to/file"
+        )
 
 
 def _check_path(path: object, where: str) -> str:
@@ -224,6 +290,11 @@ def parse_asset(
             f"{where}: name {name!r} must be a non-empty string of letters, digits, '.', '_' or '-'"
         )
     sha = raw["sha256"]
+    if isinstance(sha, str) and sha.lower().startswith("sha256:"):
+        raise ManifestError(
+            f"{where}: sha256 {sha!r} carries the 'sha256:' prefix that pip and Docker write; "
+            "drop the prefix: give the 64 hex characters alone"
+        )
     if not isinstance(sha, str) or not SHA256_HEX.match(sha.lower()):
         raise ManifestError(
             f"{where}: sha256 must be 64 hex characters, got {sha!r}"
@@ -307,9 +378,12 @@ def _array_of_tables(data: dict, key: str, source: str) -> list:
     return value
 
 
-def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = False) -> Assets:
+def parse_manifest(
+    text: str, *, source: str = "<manifest>", allow_http: bool = False, allow_empty: bool = False
+) -> Assets:
     """Parse manifest text and return its assets in file order, with the consumers it declares.
 
+    ``allow_empty``: a manifest with no entries yet (``bake add`` starts one) is no error.
     Raises ManifestError for any broken rule, naming the asset or consumer.
     """
     data = _load_toml(text, source)
@@ -327,7 +401,7 @@ def parse_manifest(text: str, *, source: str = "<manifest>", allow_http: bool = 
     table = consumers.table(declared)
     raw_assets = _array_of_tables(data, "asset", source)
     hub_entries = hubtable.parse_entries(data.get("hub"), source)
-    if not raw_assets and not hub_entries:
+    if not raw_assets and not hub_entries and not allow_empty:
         raise ManifestError(f"{source}: no [[asset]] tables found; a manifest lists at least one asset")
     assets = [parse_asset(raw, i, allow_http=allow_http, table=table) for i, raw in enumerate(raw_assets)]
     assets += [Asset(**fields) for fields in hubtable.blob_fields(hub_entries)]
@@ -371,7 +445,15 @@ def _check_path_prefixes(assets: list[Asset]) -> None:
 def read_manifest_text(path: str | Path) -> str:
     """Return a manifest file's text, read no further than the size bound. Raises ManifestError."""
     try:
-        with open(path, "rb") as f:
+        # Non-blocking, so that a FIFO (or a device) is refused below instead of blocking open().
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            mode = os.fstat(f.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                raise ManifestError(
+                    f"manifest {str(path)!r}: expected a regular file (or a link to one), found "
+                    f"{'a directory' if stat.S_ISDIR(mode) else 'a FIFO, socket or device'}; "
+                    "give the path of the TOML file"
+                )
             # One byte past the bound shows an oversized file without reading all of it.
             data = f.read(MAX_MANIFEST_BYTES + 1)
     except OSError as exc:
@@ -382,7 +464,7 @@ def read_manifest_text(path: str | Path) -> str:
             "may hold; split it, or pin fewer files"
         )
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8").removeprefix("\ufeff")  # a BOM, as Windows editors write it
     except UnicodeDecodeError:
         raise ManifestError(f"manifest {str(path)!r}: not UTF-8 text") from None
     return text

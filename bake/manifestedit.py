@@ -66,6 +66,16 @@ def appended(text: str, entry: str) -> str:
 
 
 def replace(target: Path, text: str) -> None:
-    """Replace ``target`` with ``text`` by a rename, keeping its mode (0644 for a new file)."""
+    """Replace ``target`` with ``text`` by a rename, keeping its mode (0644 for a new file).
+
+    Raises UsageError (nothing written) when its directory cannot take the staging file or the rename.
+    """
     mode = target.stat().st_mode & 0o7777 if target.exists() else 0o644
-    atomic.write_file(target, text.encode("utf-8"), mode=mode)
+    try:
+        atomic.write_file(target, text.encode("utf-8"), mode=mode)
+    except OSError as exc:
+        raise UsageError(
+            f"--manifest {target}: cannot write it ({exc.strerror or exc}); the edit is a new file and a "
+            f"rename in {target.parent}, so that directory must be writable: fix that, or edit a copy "
+            "elsewhere with --manifest; nothing was written"
+        ) from None

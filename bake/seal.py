@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from bake import consumers, offline
-from bake.errors import UsageError
+from bake.errors import UsageError, VerifyError
 from bake.index import LOCK_NAME, add_to_index, install_together, read_lock
-from bake.manifest import Asset, Assets, declared_consumers
+from bake.manifest import RESERVED_ROOT_NAMES, Asset, Assets, declared_consumers
 
 FILE_MODE = 0o444
 DIR_MODE = 0o555
@@ -58,15 +59,77 @@ def serve_text(
     return consumers.serve_text(table, files, links)
 
 
-def seal(dest: Path, assets: list[Asset]) -> None:
-    """Turn a verified destination into the image layout.
+def placement_problem(dest: Path, rel: str) -> str | None:
+    """Why the file at ``dest/rel`` is not one the layer may carry (a link, or reached through a link
+    out of ``dest``), or None. Only regular files inside ``dest`` are copied into a layer as themselves."""
+    target = dest / rel
+    root = os.path.realpath(dest)
+    parent = os.path.realpath(target.parent)
+    if parent != root and not parent.startswith(root + os.sep):
+        return f"{rel}: reached through a link to {parent}, outside {dest}; replace the link with a directory"
+    if target.is_symlink():
+        return f"{rel}: a link to {os.readlink(target)}, not a regular file; rerun `bake fetch` to restore it"
+    return None
+
+
+def strays(dest: Path, expected: set[str]) -> list[str]:
+    """Return every file or link under ``dest`` that is not in ``expected`` (relative paths), sorted.
+
+    A file where one of their directories belongs is not counted: seal names it as in the way.
+    """
+    expected = expected | {str(p) for rel in expected for p in PurePosixPath(rel).parents}
+    found = []
+    for base, dirs, files in os.walk(dest):
+        rel_base = os.path.relpath(base, dest)
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(base, d))]:
+            rel = name if rel_base == "." else f"{rel_base}/{name}"
+            if rel not in expected:
+                found.append(rel)
+    return sorted(found)
+
+
+def _check_tree(
+    dest: Path, table: Sequence[consumers.Consumer], links: Mapping[str, str], remove_stray: bool
+) -> None:
+    """Refuse a tree that holds what the layer must not carry: links in place of assets (VerifyError),
+    and strays (UsageError, unless ``remove_stray`` removes them)."""
+    locked = [f.path for f in read_lock(dest)]
+    problems = [p for p in map(functools.partial(placement_problem, dest), locked) if p]
+    if problems:
+        raise VerifyError(f"{dest}: cannot seal what is not a verified file:\n  " + "\n  ".join(problems))
+    own = {rel for consumer in table for rel in consumer.seal_files()}
+    found = strays(dest, {*locked, *links, *own, *RESERVED_ROOT_NAMES})
+    if found and not remove_stray:
+        listing = "\n  ".join(found[:50]) + (f"\n  ... and {len(found) - 50} more" if len(found) > 50 else "")
+        raise UsageError(
+            f"--dest {dest}: {len(found)} file(s) that no selected asset accounts for would be sealed into "
+            f"the layer (entries since removed from the manifest, or files put there by hand):\n  {listing}\n"
+            "remove them, or pass --remove-stray to have seal remove them"
+        )
+    _remove(dest, found)
+
+
+def _remove(dest: Path, paths: list[str]) -> None:
+    """Remove ``paths`` under ``dest``, then the directories they leave empty."""
+    for rel in paths:
+        with _making(dest / rel, "no stray file"):
+            os.unlink(dest / rel)
+    for base, _dirs, _files in os.walk(dest, topdown=False):
+        if base != str(dest) and not os.listdir(base):
+            os.rmdir(base)
+
+
+def seal(dest: Path, assets: list[Asset], *, remove_stray: bool = False) -> int:
+    """Turn a verified destination into the image layout; return the number of assets sealed.
 
     Adds the consumers' alias links and files of their own (the Hub's refs and
     tree listings, listed in the index too) and ``bake.serve`` (what the
     entrypoint serves where), then makes files 0444 and directories 0555.
     Idempotent. Raises UsageError, before anything is written, if ``dest`` was
-    never fetched into or a link's target is missing, and when a path seal
-    writes holds something else.
+    never fetched into or a link's target is missing, when a path seal writes
+    holds something else, and when ``dest`` holds files that no asset, index or
+    seal file accounts for (strays; ``remove_stray`` removes them instead).
+    Raises VerifyError when an asset is a link, or lies behind one out of ``dest``.
     """
     if not (dest / LOCK_NAME).is_file():
         raise UsageError(f"{dest}: no {LOCK_NAME}; run `bake fetch` into it before sealing")
@@ -74,6 +137,7 @@ def seal(dest: Path, assets: list[Asset]) -> None:
     links = _links(table, assets)
     serve = serve_text(dest, assets, table, links).encode()
     root = str(dest)
+    _check_tree(dest, table, links, remove_stray)
     for alias, target in links.items():
         # Worked out on the names: the link's directory may not exist yet.
         if not os.path.isfile(os.path.normpath(os.path.join(root, os.path.dirname(alias), target))):
@@ -107,6 +171,7 @@ def seal(dest: Path, assets: list[Asset]) -> None:
             if not os.path.islink(path):
                 os.chmod(path, DIR_MODE)
     dest.chmod(DIR_MODE)
+    return len(assets)
 
 
 def _place_link(path: str, target: str) -> None:

@@ -8,7 +8,7 @@ from bake.errors import VerifyError
 from bake.hashes import sha256_file
 from bake.index import LockedFile
 from bake.manifest import Asset
-from bake.seal import check_seal
+from bake.seal import check_seal, placement_problem
 
 
 def verify_dest(dest: Path, files: list[LockedFile], *, assets: list[Asset] | None = None) -> None:
@@ -21,6 +21,9 @@ def verify_dest(dest: Path, files: list[LockedFile], *, assets: list[Asset] | No
     problems = []
     for entry in files:
         target = dest / entry.path
+        if problem := placement_problem(dest, entry.path):
+            problems.append(problem)
+            continue
         if not target.is_file():
             seen = "missing" if not target.exists() and not target.is_symlink() else "not a regular file"
             problems.append(f"{entry.path}: expected a file with sha256 {entry.sha256}, found {seen}")

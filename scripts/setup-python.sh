@@ -11,7 +11,7 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -m pip install -q -e '.[test,bench]'  # bench: the scale plot's matplotlib
 # s3tokenizer's declared dependencies pull multi-GB torch wheels; the tests need
 # only its loader code and tables, so it is installed without them.
 .venv/bin/python -m pip install -q --no-deps 's3tokenizer==0.3.0'

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bake import consumers, index
 from tests.runners import REPO, bake
 
 
@@ -80,7 +81,10 @@ def test_fetch_of_a_lying_source_exits_3_and_leaves_nothing(source: dict) -> Non
     report = source["tmp"] / "report.json"
     result = fetch(source, "--json", str(report))
     assert result.returncode == 3, result.stderr
-    assert [r["name"] for r in json.loads(report.read_text())["assets"]] == ["one"]
+    # One record per asset, the failed one too, saying why.
+    records = json.loads(report.read_text())["assets"]
+    assert [(r["name"], r["ok"]) for r in records] == [("one", True), ("two", False)]
+    assert "sha256" in records[1]["error"]
     assert "two" in result.stderr
     assert "sha256" in result.stderr
     dest = source["tmp"] / "dest"
@@ -154,6 +158,10 @@ def test_manifest_check_flags_the_test_checkpoint() -> None:
 def test_doctor_exits_3_when_a_consumer_would_download(source: dict) -> None:
     assert fetch(source).returncode == 0
     dest = source["tmp"] / "dest"
+    # Fetched but not sealed: the entrypoint would serve nothing, so every consumer would download.
+    unsealed = bake("doctor", "--assets", str(dest))
+    assert unsealed.returncode == 3 and "bake seal" in unsealed.stderr, unsealed.stderr
+    assert bake("seal", "--manifest", str(source["manifest"]), "--dest", str(dest)).returncode == 0
     # The fixture's assets are no consumer's files, so nothing to judge: exit 0.
     assert bake("doctor", "--assets", str(dest)).returncode == 0
     vocab = b"vocab"
@@ -174,6 +182,8 @@ def test_doctor_exits_3_when_a_consumer_would_download(source: dict) -> None:
             }
         )
     )
+    # What seal writes beside the lock for the built-in consumers.
+    (baked / "bake.serve").write_text(consumers.serve_text(consumers.table([]), index.read_lock(baked), {}))
     empty = source["tmp"] / "empty"
     empty.mkdir()
     result = bake(

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import importlib.util
 import io
+import os
+import re
+import struct
+import subprocess
 import sys
+import termios
+import time
+from pathlib import Path
 
 import pytest
 
 from bake.fetch import FetchRecord
-from bake.fetch.progress import LogProgress, Progress, TqdmProgress, make_progress, ready_line
+from bake.fetch.progress import LogProgress, Progress, TqdmProgress, TtyProgress, make_progress, ready_line
 from bake.manifest import Asset
+from tests.image import fail_or_skip
+from tests.mirror import Mirror
+from tests.runners import REPO, cli_env
 
 MIB = 1 << 20
 ASSET = Asset("vocab", "tiktoken/x", "0" * 64, ("https://example/x",), 100 * MIB)
@@ -78,12 +91,12 @@ def test_log_progress_without_total() -> None:
     assert out.getvalue() == "vocab: 10.0 MiB, 2.0 MiB/s\n"
 
 
-def test_log_progress_failure_line_names_the_first_error_line() -> None:
+def test_log_progress_leaves_a_failure_to_the_error() -> None:
     out = io.StringIO()
     sink = LogProgress(out)
     sink.start(ASSET, None)
     sink.failed(ASSET, RuntimeError("HTTP 404 from https://example/x\nmore detail"))
-    assert out.getvalue() == "vocab: failed: HTTP 404 from https://example/x\n"
+    assert out.getvalue() == ""
 
 
 class Tty(io.StringIO):
@@ -96,9 +109,9 @@ def test_make_progress_uses_tqdm_on_a_terminal() -> None:
     assert isinstance(make_progress(Tty()), TqdmProgress)
 
 
-def test_make_progress_falls_back_without_tqdm(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_make_progress_redraws_a_line_without_tqdm(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "tqdm", None)
-    assert isinstance(make_progress(Tty()), LogProgress)
+    assert isinstance(make_progress(Tty()), TtyProgress)
 
 
 def test_make_progress_logs_lines_when_not_a_terminal() -> None:
@@ -128,3 +141,86 @@ def test_base_progress_ignores_everything() -> None:
     sink.advance(ASSET, 1)
     sink.done(record())
     sink.failed(ASSET, RuntimeError("x"))
+
+
+# -- on a pseudo-terminal: a transfer throttled to 3 s shows growing updates, the first within 1 s ----------
+
+_AMOUNT = re.compile(r"(\d+(?:\.\d+)?)([kMGT]?)(?:i?B)?\s*/\s*\d")
+_SCALE = {"": 1, "k": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+SLOW = bytes(range(256)) * (6 * 1024)  # 1.5 MiB at 512 KiB/s: 3 s
+
+
+def on_a_terminal(argv: list[str], *, tqdm: bool, env: dict[str, str]) -> list[tuple[float, float]]:
+    """Run ``argv`` with a pseudo-terminal as stdin, stdout and stderr; return (seconds, amount) per
+    progress update it draws, amounts in the update's own units, in order."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    hide = (
+        []
+        if tqdm
+        else [
+            "-c",
+            "import sys, runpy; sys.modules['tqdm'] = None; runpy.run_module('bake', run_name='__main__')",
+        ]
+    )
+    command = [sys.executable, *(hide or ["-m", "bake"]), *argv]
+    started = time.monotonic()
+    proc = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=cli_env(env), cwd=REPO)
+    os.close(slave)
+    chunks: list[tuple[float, bytes]] = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append((time.monotonic() - started, data))
+    os.close(master)
+    assert proc.wait(timeout=60) == 0, b"".join(c for _, c in chunks).decode(errors="replace")
+    updates = []
+    for at, data in chunks:
+        for piece in re.split(r"[\r\n]", data.decode(errors="replace")):
+            if match := _AMOUNT.search(piece):
+                updates.append((at, float(match.group(1)) * _SCALE[match.group(2)]))
+    return updates
+
+
+def startup_seconds() -> float:
+    started = time.monotonic()
+    subprocess.run(
+        [sys.executable, "-m", "bake", "--version"], env=cli_env(), capture_output=True, check=True
+    )
+    return time.monotonic() - started
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("tqdm", [True, False], ids=["tqdm", "no-tqdm"])
+@pytest.mark.parametrize("command", ["fetch", "add"])
+def test_a_slow_transfer_shows_growing_progress_on_a_terminal(
+    tmp_path: Path, clean_net_env: None, command: str, tqdm: bool
+) -> None:
+    if tqdm and importlib.util.find_spec("tqdm") is None:
+        fail_or_skip("tqdm (in the [test] extra) is needed for the bar's case")
+    with Mirror({"/m.bin": SLOW}, rate=512 * 1024) as served:
+        manifest_path = tmp_path / "assets.toml"
+        common = ["--manifest", str(manifest_path), "--cache-dir", str(tmp_path / "c"), "--connections", "1"]
+        if command == "fetch":
+            manifest_path.write_text(
+                f'[[asset]]\nname = "m"\npath = "d/m.bin"\nsha256 = "{hashlib.sha256(SLOW).hexdigest()}"\n'
+                f'size = {len(SLOW)}\nurls = ["{served.url("/m.bin")}"]\n'
+            )
+            argv = ["fetch", "--dest", str(tmp_path / "dest"), *common]
+        else:
+            argv = ["add", served.url("/m.bin"), "--path", "d/m.bin", *common]
+        startup = startup_seconds()
+        updates = on_a_terminal(argv, tqdm=tqdm, env={})
+    growing = [(at, amount) for at, amount in updates if amount > 0]
+    assert len({amount for _, amount in growing}) >= 2, updates
+    amounts = [amount for _, amount in growing]
+    assert amounts == sorted(amounts), updates
+    assert growing[0][0] <= startup + 1.0, (startup, updates)
+
+
+def test_hf_hub_disable_progress_bars_turns_the_terminal_line_into_log_lines() -> None:
+    assert isinstance(make_progress(Tty(), {"HF_HUB_DISABLE_PROGRESS_BARS": "1"}), LogProgress)

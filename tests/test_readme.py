@@ -84,15 +84,32 @@ def test_scripts_test_sh_is_what_ci_runs() -> None:
     assert "exec scripts/test.sh" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
 
 
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """bake's wheel, built once from this checkout, as the README's Install builds it."""
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    (built,) = out.glob("bake_assets-*-py3-none-any.whl")
+    return built
+
+
 @pytest.fixture
-def checkout(tmp_path: Path) -> Path:
-    """A copy of this checkout's tracked files, as a user's clone has them."""
+def checkout(tmp_path: Path, wheel: Path) -> Path:
+    """A copy of this checkout's tracked files, as a user's clone has them, with the wheel Install
+    builds in dist/ (blocks after Install start from it)."""
     copy = tmp_path / "checkout"
     for name in git(REPO, "ls-files", "-z").decode().split("\0"):
         source = REPO / name
         if name and (source.is_file() or source.is_symlink()):
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, copy / name, follow_symlinks=False)
+    (copy / "dist").mkdir(exist_ok=True)
+    shutil.copy2(wheel, copy / "dist" / wheel.name)
     return copy
 
 
@@ -108,3 +125,24 @@ def test_an_unmarked_block_runs_as_written(block: list[str], checkout: Path, tmp
             ["sh", "-ec", command], cwd=checkout, env=env, capture_output=True, text=True, timeout=600
         )
         assert proc.returncode == 0, f"README: {command!r} exited {proc.returncode}:\n{proc.stderr[-3000:]}"
+
+
+def _exit_code_rows() -> list[tuple[str, tuple[int, ...]]]:
+    """(command, exit codes) for each row of the README's Commands table."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `bake ([\w-]+)[^|]*(?:\|[^|\n]*)*?\| ([\d, ]+) \|$", text, re.MULTILINE)
+    return [(name, tuple(int(c) for c in codes.split(","))) for name, codes in rows]
+
+
+def test_the_exit_code_table_is_the_codes_the_commands_declare() -> None:
+    from bake.cli import COMMANDS, EXIT_CODES
+
+    rows = _exit_code_rows()
+    assert len(rows) >= len(COMMANDS), rows
+    for name, codes in rows:
+        assert codes == EXIT_CODES[name], (
+            f"README: bake {name} exits {codes}, the code declares {EXIT_CODES[name]}"
+        )
+    assert {name for name, _ in rows} == set(EXIT_CODES), (
+        "README: a command's exit codes are not in the table"
+    )

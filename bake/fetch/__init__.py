@@ -73,14 +73,16 @@ def fetch_assets(
     return _fetch(assets, Path(dest), options, progress)
 
 
-def fetch_to_cache(assets: Sequence[Asset], options: FetchOptions) -> list[FetchRecord]:
+def fetch_to_cache(
+    assets: Sequence[Asset], options: FetchOptions, progress: Progress | None = None
+) -> list[FetchRecord]:
     """Fetch and verify ``assets`` into the cache only; return their records (``bake add``).
 
     With ``options.unknown_sha256``, each asset's sha256 is only the key of its partial:
     the object is committed under the digest of what arrived, which its record gives.
     Raises as ``fetch_assets``.
     """
-    return _fetch(assets, None, options, None)
+    return _fetch(assets, None, options, progress)
 
 
 def _fetch(

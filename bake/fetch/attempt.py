@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from bake.cache import PartialState
 from bake.errors import DownloadError
 from bake.fetch.clock import Clock
-from bake.fetch.failures import Aborted, Changed, DeadlineExceeded
+from bake.fetch.failures import Aborted, Changed, DeadlineExceeded, SizeMismatch
 from bake.fetch.partial import PartialFile
 from bake.fetch.segments import PROBE, Claim, piece_size
 from bake.fetch.session import Session
@@ -46,8 +46,9 @@ def check_size(asset: Asset, url: str, total: int, *, retryable: bool = True) ->
             retryable=False,
         )
     if asset.size is not None and total != asset.size:
-        raise DownloadError(
-            f"{redact_url(url)} serves {total} bytes; the manifest says {asset.size}", retryable=retryable
+        raise SizeMismatch(
+            f"{redact_url(url)} serves {total} bytes; the manifest says size = {asset.size}",
+            retryable=retryable,
         )
 
 

@@ -20,6 +20,21 @@ class BadRange(DownloadError):
     """A source answered a Range request wrongly: read it as one plain stream from byte 0 instead."""
 
 
+class Unusable(DownloadError):
+    """A source that can never serve the file as written (a directory, a host name that does not exist).
+
+    Not retried, and not blamed on the network: ``advice`` says what to change.
+    """
+
+    def __init__(self, message: str, *, advice: str) -> None:
+        super().__init__(message, retryable=False)
+        self.advice = advice
+
+
+class SizeMismatch(DownloadError):
+    """A source serves another size than the manifest's ``size``: the entry or the URL is wrong."""
+
+
 class Aborted(Exception):
     """Another thread of the same transfer failed; this one stops quietly."""
 
@@ -44,10 +59,11 @@ class DiskBound(DownloadError):
 
 
 class GaveUp(DownloadError):
-    """A source failed ``--attempts`` times in a row without progress: the network, most likely."""
+    """A source failed ``--attempts`` times in a row without progress; ``cause`` is the last failure."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, cause: DownloadError | None = None) -> None:
         super().__init__(message, retryable=False)
+        self.cause = cause
 
 
 class Cancelled(Exception):

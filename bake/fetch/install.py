@@ -81,7 +81,13 @@ def make_dest(dirs: DestDirs) -> None:
             dirs.make(dest)
             os.stat(dest)  # a dangling link or a loop of links says so here
         if dest.is_dir():
-            return
+            if os.access(dest, os.W_OK):
+                return
+            # Found here, not at the first install: a read-only --dest and its read-only parent read alike.
+            raise UsageError(
+                f"--dest {dest}: cannot write into it (permissions, or a read-only filesystem); "
+                "point --dest at a writable directory"
+            )
         reason = "not a directory"
     except OSError as exc:
         reason = exc.strerror or str(exc)

@@ -19,7 +19,16 @@ from bake.errors import ChecksumMismatch, DownloadError, FetchError
 from bake.fetch import install
 from bake.fetch.attempt import Attempt, AttemptHooks, HttpAttempt, encoding_note
 from bake.fetch.clock import Clock
-from bake.fetch.failures import NO_SPACE_ADVICE, BadRange, Changed, DeadlineExceeded, DiskBound, GaveUp
+from bake.fetch.failures import (
+    NO_SPACE_ADVICE,
+    BadRange,
+    Changed,
+    DeadlineExceeded,
+    DiskBound,
+    GaveUp,
+    SizeMismatch,
+    Unusable,
+)
 from bake.fetch.local import FileAttempt
 from bake.fetch.options import FetchOptions, FetchRecord
 from bake.fetch.partial import DiskBounds, PartialFile
@@ -69,7 +78,9 @@ class AssetJob:
             size=asset.size,
         )
         # Only a size the manifest vouches for bounds a download; without one, the options do.
-        bounds = None if asset.size is not None else DiskBounds(self.options.max_size, self.options.min_free)
+        bounds = None
+        if asset.size is None:
+            bounds = DiskBounds(self.options.max_size, self.options.min_free, not self.options.unknown_sha256)
         self.partial = PartialFile(cache, asset.sha256, asset.name, bounds)
         self.proofs = other_files(asset, self.options)  # a Hub blob's other paths, each proven at its source
         self.since: float | None = None  # when its clock starts, if not when it begins: see fetch_assets
@@ -184,8 +195,9 @@ class AssetJob:
                     if exc.disk:
                         break
                 except DownloadError as exc:
-                    log.warning("%s: %s: %s", self.asset.name, redact_url(url), exc)
-                    errors.append((url, exc))
+                    errors.append((url, exc))  # stated once, in the error that ends the asset
+                    if url != urls[-1]:
+                        log.warning("%s: %s failed; trying the next source", self.asset.name, redact_url(url))
         finally:
             self.partial.close()
         raise fetch_failure(self.asset, errors, known=not self.options.unknown_sha256)
@@ -224,6 +236,14 @@ class AssetJob:
         """One try at ``run``'s source; returns the attempt, which tells how the body came."""
         hooks = AttemptHooks(
             self._count_attempt, self._begin, self._advance, self._count_request, run.etag_split, run.changed
+        )
+        log.debug(
+            "%s: attempt %d at %s (%d bytes in the partial, %s s left)",
+            self.asset.name,
+            self.attempts + 1,
+            run.shown,
+            self.partial.written_total(),
+            "unbounded" if (left := self.clock.remaining()) is None else f"{left:.0f}",
         )
         if run.source.path is not None:
             attempt = FileAttempt(run.source, self.asset, self.partial, self.clock, self.session, hooks)
@@ -373,8 +393,8 @@ def fetch_failure(asset: Asset, errors: list[tuple[str, DownloadError]], *, know
 
     ``known`` False: the asset's sha256 is only a cache key (bake add), so it is not shown.
     """
-    tried = "\n".join(f"  - {redact_url(url)}: {exc}" for url, exc in errors)
-    advice = dict.fromkeys(_advice(url, exc) for url, exc in errors)
+    tried = "\n".join(f"  - {_source_line(url, exc)}" for url, exc in errors)
+    advice = dict.fromkeys(_advice(url, exc, known) for url, exc in errors)
     todo = "\n".join(f"    - {line}" for line in advice)
     what = f"asset {asset.name!r} ({asset.path}, sha256 {asset.sha256})" if known else f"{asset.name!r}"
     return FetchError(
@@ -382,22 +402,40 @@ def fetch_failure(asset: Asset, errors: list[tuple[str, DownloadError]], *, know
     )
 
 
-def _advice(url: str, exc: DownloadError) -> str:
-    """What to do about one source's failure (a 404 needs another URL, not more attempts)."""
+def _source_line(url: str, exc: DownloadError) -> str:
+    """``URL: what went wrong``, the URL said once even when the error names it too."""
+    shown, text = redact_url(url), str(exc)
+    return text if text.startswith(shown) else f"{shown}: {text}"
+
+
+def _advice(url: str, exc: DownloadError, known: bool) -> str:
+    """What to do about one source's failure (a 404 needs another URL, not more attempts).
+
+    ``known`` False is ``bake add``: there is no manifest entry yet, only the URL given.
+    """
+    the_url = "the URL in the manifest" if known else "the URL given to bake add"
+    copy = "a copy with this sha256" if known else "a copy of the file"
+    if isinstance(exc, Unusable):
+        return exc.advice
+    if isinstance(getattr(exc, "cause", exc), SizeMismatch):
+        return (
+            "if this source serves the right file, correct size (and sha256) of the entry in the manifest "
+            "(bake add --size-only NAME fills in a size); otherwise correct its URL"
+        )
     if isinstance(exc, DeadlineExceeded):
         return "raise --deadline, or add a faster --mirror PREFIX=REPLACEMENT"
     if getattr(exc, "status", None) in (404, 410):
         return (
-            f"{redact_url(url)} does not have the file: correct the URL in the manifest, or add "
-            "--mirror PREFIX=REPLACEMENT for a copy with this sha256"
+            f"{redact_url(url)} does not have the file: correct {the_url}, or add "
+            f"--mirror PREFIX=REPLACEMENT for {copy}"
         )
     if isinstance(exc, GaveUp):
         return (
             "for a slow or flaky network, raise --attempts or --timeout, or add a --mirror PREFIX=REPLACEMENT"
         )
     if isinstance(exc, DiskBound):
-        return "raise the bound it names, or give the asset its size in the manifest"
-    return "fix the source as its line says, or add --mirror PREFIX=REPLACEMENT for a copy with this sha256"
+        return "raise the bound it names" + (", or give the asset its size in the manifest" if known else "")
+    return f"fix the source as its line says, or add --mirror PREFIX=REPLACEMENT for {copy}"
 
 
 def os_failure(exc: OSError, asset: Asset, cache: Cache, partial: PartialFile) -> FetchError:

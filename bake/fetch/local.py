@@ -9,6 +9,7 @@ the call ever returns. No library offers a timed read of a regular file.
 
 from __future__ import annotations
 
+import errno
 import os
 import queue
 import stat
@@ -21,7 +22,7 @@ from bake.cache import PartialState
 from bake.errors import DownloadError
 from bake.fetch.attempt import Attempt, check_size
 from bake.fetch.clock import Clock
-from bake.fetch.failures import Aborted
+from bake.fetch.failures import Aborted, Unusable
 from bake.fetch.segments import Claim
 from bake.fetch.transfer import Transfer
 from bake.manifest import redact_url
@@ -62,6 +63,8 @@ class LocalReader:
     def _open(self) -> int | None:
         self._fd = os.open(self.path, os.O_RDONLY)
         st = os.fstat(self._fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self.path)
         return st.st_size if stat.S_ISREG(st.st_mode) else None
 
     def _serve(self) -> None:
@@ -117,8 +120,15 @@ class FileAttempt(Attempt):
         shown = redact_url(self.source.url)
         try:
             size = reader.open()
+        except IsADirectoryError:
+            raise Unusable(
+                f"{shown} is a directory, not a file", advice="give the URL of the file itself"
+            ) from None
         except OSError as exc:
-            raise DownloadError(f"{shown}: cannot read it ({exc.strerror or exc})", retryable=False) from None
+            raise Unusable(
+                f"{shown}: cannot read it ({exc.strerror or exc})",
+                advice="check the path in the file:// URL, and that this user may read it",
+            ) from None
         self.hooks.count_request()  # a read from a source, like an HTTP request
         if size is None:
             size = self.asset.size  # then an early end reads as truncation

@@ -16,12 +16,16 @@ from bake.units import GIB
 DEFAULT_CONNECTIONS = 4
 
 # A download of unknown size (no ``size`` in the manifest: `bake add`, the production checkpoint)
-# stops at DEFAULT_MAX_SIZE, and before its filesystem's free space falls below DEFAULT_MIN_FREE.
-# 16 GiB is far above any single file the consumers fetch (the checkpoint is 925 MiB), yet it
-# bounds a source that never ends; 1 GiB of reserve keeps a build host's disk usable for the
-# build itself. Both are options (--max-size, --min-free); a file with a size is bounded by it.
+# stops at DEFAULT_MAX_SIZE, and before its filesystem's free space falls below the reserve:
+# the smaller of DEFAULT_MIN_FREE and MIN_FREE_SHARE of that filesystem's size. 16 GiB is far
+# above any single file the consumers fetch (the checkpoint is 925 MiB), yet it bounds a source
+# that never ends; 1 GiB of reserve keeps a build host's disk usable for the build itself, and
+# the share keeps a small disk (a CI runner's tmpfs, a laptop's nearly full one) usable for small
+# files. Both are options (--max-size, --min-free); a file with a size is bounded by it.
 DEFAULT_MAX_SIZE = 16 * GIB
 DEFAULT_MIN_FREE = 1 * GIB
+MIN_FREE_SHARE = 0.05
+MIN_FREE_RULE = f"the smaller of {DEFAULT_MIN_FREE // GIB} GiB and {MIN_FREE_SHARE:.0%} of the filesystem"
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,7 @@ class FetchOptions:
     ca_bundle: str | None = None
     jobs: int = 4
     max_size: int = DEFAULT_MAX_SIZE  # bytes a download of unknown size may reach
-    min_free: int = DEFAULT_MIN_FREE  # bytes such a download leaves free on its filesystem
+    min_free: int | None = None  # bytes such a download leaves free on its filesystem; None: MIN_FREE_RULE
     # bake add: each asset's sha256 is only the cache key of a file whose hash is not known
     # yet, so its bytes are kept whatever they hash to; the caller hashes them.
     unknown_sha256: bool = False

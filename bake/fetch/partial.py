@@ -21,6 +21,7 @@ from bake import atomic
 from bake.cache import Cache, PartialState
 from bake.errors import ChecksumMismatch
 from bake.fetch.failures import NO_SPACE_ADVICE, Changed, DiskBound
+from bake.fetch.options import DEFAULT_MIN_FREE, MIN_FREE_SHARE
 from bake.fetch.segments import Claim, Ranges
 from bake.units import MIB, shown_size
 
@@ -52,7 +53,25 @@ class DiskBounds:
     """How far a download whose size the manifest does not give may go: a cap, and free space to leave."""
 
     max_size: int
-    min_free: int
+    min_free: int | None  # None: the smaller of DEFAULT_MIN_FREE and MIN_FREE_SHARE of the filesystem
+    entry: bool = True  # the file has a manifest entry to give its size (False: bake add, which makes it)
+
+    def unsized(self, name: str) -> str:
+        """Why a bound applies to asset ``name``, for its message."""
+        return (
+            f"asset {name!r} has no size in the manifest"
+            if self.entry
+            else f"the size of {name!r} is unknown"
+        )
+
+    def or_give_size(self) -> str:
+        return ", or give the asset its size in the manifest" if self.entry else ""
+
+    def reserve(self, where: Path) -> int:
+        """The bytes to leave free on the filesystem of ``where``."""
+        if self.min_free is not None:
+            return self.min_free
+        return min(DEFAULT_MIN_FREE, int(atomic.filesystem_bytes(where) * MIN_FREE_SHARE))
 
 
 class PartialFile:
@@ -158,9 +177,9 @@ class PartialFile:
     def _over_cap(self, what: str) -> DiskBound:
         cap = self.bounds.max_size
         return DiskBound(
-            f"asset {self.asset_name!r} has no size in the manifest, and {what} the --max-size "
-            f"cap of {shown_size(cap)} ({cap} bytes); give the asset its size in the manifest, or raise "
-            "--max-size if the file really is that large (a source that never ends stops here)",
+            f"{self.bounds.unsized(self.asset_name)}, and {what} the --max-size cap of {shown_size(cap)} "
+            f"({cap} bytes); raise --max-size if the file really is that large (a source that never ends "
+            f"stops here){self.bounds.or_give_size()}",
             disk=False,
         )
 
@@ -169,13 +188,13 @@ class PartialFile:
         if end > self.bounds.max_size:
             raise self._over_cap(f"{source} sent more than")
         free = atomic.free_bytes(self.path)
-        reserve = self.bounds.min_free
+        reserve = self.bounds.reserve(self.path)
         if free - n < reserve:
             raise DiskBound(
-                f"asset {self.asset_name!r} has no size in the manifest; stopped after {end - n} bytes, "
-                f"before the free space on the device of {self.path.parent} ({free} bytes) fell below the "
-                f"--min-free reserve of {shown_size(reserve)}; free some space or point --cache-dir at a "
-                "larger filesystem, lower --min-free, or give the asset its size in the manifest",
+                f"{self.bounds.unsized(self.asset_name)}; stopped after {end - n} bytes, before the free "
+                f"space on the device of {self.path.parent} ({free} bytes) fell below the --min-free "
+                f"reserve of {shown_size(reserve)}; free some space or point --cache-dir at a larger "
+                f"filesystem, or lower --min-free{self.bounds.or_give_size()}",
                 disk=True,
             )
 

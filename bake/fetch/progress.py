@@ -1,10 +1,19 @@
-"""Progress sinks for fetches: a tqdm bar on a terminal, periodic log lines in build logs."""
+"""Progress sinks for fetches: on a terminal a tqdm bar (or, without tqdm, one redrawn line),
+periodic log lines in build logs.
+
+On a terminal the first update comes within TTY_EVERY of the first bytes, so any transfer longer
+than a second shows progress. ``HF_HUB_DISABLE_PROGRESS_BARS`` (huggingface_hub's switch) turns the
+bars and the redrawn line into the build log's periodic lines. Nothing here writes colour, so
+``NO_COLOR`` holds too.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
@@ -15,7 +24,8 @@ if TYPE_CHECKING:
     from bake.fetch.options import FetchRecord
     from bake.manifest import Asset
 
-LOG_EVERY = 5.0
+LOG_EVERY = 5.0  # seconds between lines in a build log
+TTY_EVERY = 0.25  # seconds between redraws of the terminal line
 
 
 class Progress:
@@ -35,7 +45,7 @@ class Progress:
         """``record``'s asset is verified and installed."""
 
     def failed(self, asset: Asset, error: BaseException) -> None:
-        """``asset`` could not be fetched."""
+        """``asset`` could not be fetched (the error that ends the run says why)."""
 
 
 def ready_line(record: FetchRecord) -> str:
@@ -43,12 +53,6 @@ def ready_line(record: FetchRecord) -> str:
     nbytes = record.size if record.cached else record.bytes
     source = escape(record.source)
     return f"{record.name}: ready in {record.seconds:.1f} s ({nbytes / MIB:.1f} MiB from {source})"
-
-
-def failed_line(asset: Asset, error: BaseException) -> str:
-    """Return the line printed when an asset fails: its name and the first line of the error."""
-    first = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return f"{asset.name}: failed: {escape(first)}"
 
 
 @dataclass
@@ -61,28 +65,45 @@ class _Tally:
     line_received: int = 0
 
 
-class LogProgress(Progress):
-    """Writes ``name: X/Y MiB, R MiB/s, ETA S s`` every ``every`` seconds per asset, and a final line."""
+class _Tallies(Progress):
+    """A sink that counts each asset's bytes itself, writing text to ``stream`` every ``every`` seconds."""
 
-    def __init__(
-        self, stream: TextIO = sys.stderr, *, every: float = LOG_EVERY, clock=time.monotonic
-    ) -> None:
+    def __init__(self, stream: TextIO, every: float, clock) -> None:
         self.stream = stream
         self.every = every
         self.clock = clock
-        self._lock = threading.Lock()  # guards _assets; lines from several threads are written whole
+        self._lock = threading.Lock()  # guards _assets; text from several threads is written whole
         self._assets: dict[str, _Tally] = {}
 
     def start(self, asset: Asset, total: int | None) -> None:
         with self._lock:
             self._assets[asset.name] = _Tally(total, line_time=self.clock())
+            self._started()
+
+    def _started(self) -> None:
+        """Called under the lock once an asset's tally exists."""
+
+    def _count(self, asset: Asset, nbytes: int) -> _Tally | None:
+        """Add ``nbytes`` to the asset's tally (the caller holds the lock); None if it has none."""
+        tally = self._assets.get(asset.name)
+        if tally is not None:
+            tally.received += nbytes
+        return tally
+
+
+class LogProgress(_Tallies):
+    """Writes ``name: X/Y MiB, R MiB/s, ETA S s`` every ``every`` seconds per asset, and a final line."""
+
+    def __init__(
+        self, stream: TextIO = sys.stderr, *, every: float = LOG_EVERY, clock=time.monotonic
+    ) -> None:
+        super().__init__(stream, every, clock)
 
     def advance(self, asset: Asset, nbytes: int) -> None:
         with self._lock:
-            tally = self._assets.get(asset.name)
+            tally = self._count(asset, nbytes)
             if tally is None:
                 return
-            tally.received += nbytes
             now = self.clock()
             if now - tally.line_time < self.every:
                 return
@@ -103,13 +124,60 @@ class LogProgress(Progress):
             self._write(ready_line(record))
 
     def failed(self, asset: Asset, error: BaseException) -> None:
-        with self._lock:
+        with self._lock:  # the error that ends the run states the failure, once
             self._assets.pop(asset.name, None)
-            self._write(failed_line(asset, error))
 
     def _write(self, line: str) -> None:
         self.stream.write(line + "\n")
         self.stream.flush()
+
+
+class TtyProgress(_Tallies):
+    """One terminal line, redrawn at most every ``every`` seconds: each asset in flight and its bytes.
+
+    For a terminal without tqdm. Final lines are printed above it.
+    """
+
+    def __init__(self, stream: TextIO, *, every: float = TTY_EVERY, clock=time.monotonic) -> None:
+        super().__init__(stream, every, clock)
+        self._drawn = 0.0
+        self._width = 0  # of the line on screen, to blank what a shorter one leaves
+
+    def _started(self) -> None:
+        self._draw()
+
+    def advance(self, asset: Asset, nbytes: int) -> None:
+        with self._lock:
+            if self._count(asset, nbytes) is not None and self.clock() - self._drawn >= self.every:
+                self._draw()
+
+    def done(self, record: FetchRecord) -> None:
+        self._finish(record.name, ready_line(record))
+
+    def failed(self, asset: Asset, error: BaseException) -> None:
+        self._finish(asset.name, None)  # the error that ends the run states the failure, once
+
+    def _finish(self, name: str, line: str | None) -> None:
+        with self._lock:
+            self._assets.pop(name, None)
+            self.stream.write("\r" + " " * self._width + "\r")
+            self._width = 0
+            if line is not None:
+                self.stream.write(line + "\n")
+            self._draw()
+
+    def _draw(self) -> None:
+        now = self.clock()
+        parts = []
+        for name, tally in self._assets.items():
+            elapsed = max(now - tally.line_time, 1e-6)
+            part = f"{name}: {tally.received / MIB:.1f}"
+            part += f"/{tally.total / MIB:.1f} MiB" if tally.total else " MiB"
+            parts.append(part + f", {tally.received / elapsed / MIB:.1f} MiB/s")
+        line = " · ".join(parts)
+        self.stream.write("\r" + line + " " * max(self._width - len(line), 0))
+        self.stream.flush()
+        self._width, self._drawn = len(line), now
 
 
 class TqdmProgress(Progress):
@@ -146,8 +214,7 @@ class TqdmProgress(Progress):
         self.tqdm.write(ready_line(record), file=self.stream)
 
     def failed(self, asset: Asset, error: BaseException) -> None:
-        self._close(asset.name)
-        self.tqdm.write(failed_line(asset, error), file=self.stream)
+        self._close(asset.name)  # the error that ends the run states the failure, once
 
     def _close(self, name: str) -> None:
         with self._lock:
@@ -156,14 +223,15 @@ class TqdmProgress(Progress):
             bar.close()
 
 
-def make_progress(stream: TextIO = sys.stderr) -> Progress:
-    """Return a tqdm sink when ``stream`` is a terminal and tqdm is installed, else a LogProgress."""
+def make_progress(stream: TextIO = sys.stderr, environ: Mapping[str, str] = os.environ) -> Progress:
+    """Return the sink for ``stream``: on a terminal a tqdm bar if tqdm is installed, else a
+    TtyProgress; a LogProgress for a build log, or where HF_HUB_DISABLE_PROGRESS_BARS asks for no bars."""
     isatty = getattr(stream, "isatty", None)
-    if isatty is not None and isatty():
-        try:
-            from tqdm import tqdm
-        except ImportError:
-            pass
-        else:
-            return TqdmProgress(stream, tqdm)
-    return LogProgress(stream)
+    bars_off = environ.get("HF_HUB_DISABLE_PROGRESS_BARS", "").strip().lower() in ("1", "true", "yes", "on")
+    if isatty is None or not isatty() or bars_off:
+        return LogProgress(stream)
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return TtyProgress(stream)
+    return TqdmProgress(stream, tqdm)

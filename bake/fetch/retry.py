@@ -56,7 +56,7 @@ class RetryPolicy:
             idle_failures, step = self.idle_failures + 1, self.step
         if idle_failures >= self.attempts:
             raise GaveUp(
-                f"{error} (gave up after {self.attempts} attempts in a row without progress)"
+                f"{error} (gave up after {self.attempts} attempts in a row without progress)", error
             ) from None
         retry_after = getattr(error, "retry_after", None)
         if retry_after is not None and time_left is not None and retry_after > time_left:

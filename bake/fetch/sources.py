@@ -148,9 +148,27 @@ def _resolve_hf(url: str, options: FetchOptions) -> Source:
         check_url(resolved, allow_http=options.allow_http, where=f"{url} (via HF_ENDPOINT)")
     except ManifestError as exc:
         raise DownloadError(str(exc), retryable=False) from None
-    token = hf_token() or huggingface_hub.get_token()
+    token = hf_token()
     auth = {"Authorization": f"Bearer {token}"} if token else {}
     return Source(url, http_url=resolved, auth=auth, auth_origin=origin_of(resolved))
+
+
+def _stored_hf_token() -> str | None:
+    try:
+        import huggingface_hub
+    except ImportError:
+        pass
+    else:
+        return huggingface_hub.get_token()
+    env = os.environ
+    hf_home = env.get("HF_HOME") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
+    )
+    path = env.get("HF_TOKEN_PATH") or os.path.join(hf_home, "token")
+    try:
+        return Path(path).read_text(encoding="utf-8").strip() or None
+    except OSError:  # no stored login, as huggingface_hub reads it
+        return None
 
 
 def hf_endpoint() -> str | None:
@@ -170,23 +188,25 @@ HUB_REFUSALS = {
 
 
 def hf_token() -> str | None:
-    """HF_TOKEN, else the file HF_TOKEN_FILE names (a BuildKit secret), else None.
+    """HF_TOKEN, else the file HF_TOKEN_FILE names (a BuildKit secret), else the stored login.
 
-    None leaves the lookup to huggingface_hub (its stored login). Both downloaders
-    take the token from here. Raises DownloadError (not retried) when
+    The stored login (``hf auth login``, HF_TOKEN_PATH) comes from huggingface_hub's own lookup
+    when it is installed, else from the same places: HF_TOKEN_PATH, else
+    ``${HF_HOME:-${XDG_CACHE_HOME:-~/.cache}/huggingface}/token``. None when there is none.
+    Both downloaders take the token from here. Raises DownloadError (not retried) when
     HF_TOKEN_FILE is set but unreadable. The value is never logged.
     """
     token = os.environ.get("HF_TOKEN", "").strip()
     if token:
         return token
     token_file = os.environ.get("HF_TOKEN_FILE")
-    if token_file:
-        try:
-            return Path(token_file).read_text(encoding="utf-8").strip() or None
-        except OSError as exc:
-            raise DownloadError(
-                f"HF_TOKEN_FILE {token_file}: cannot read it ({exc.strerror or exc}); "
-                "mount the secret there or unset HF_TOKEN_FILE",
-                retryable=False,
-            ) from None
-    return None
+    if not token_file:
+        return _stored_hf_token()
+    try:
+        return Path(token_file).read_text(encoding="utf-8").strip() or None
+    except OSError as exc:
+        raise DownloadError(
+            f"HF_TOKEN_FILE {token_file}: cannot read it ({exc.strerror or exc}); "
+            "mount the secret there or unset HF_TOKEN_FILE",
+            retryable=False,
+        ) from None

@@ -11,6 +11,7 @@ import contextlib
 import http.client
 import os
 import re
+import socket
 import ssl
 import time
 import urllib.request
@@ -22,7 +23,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 from bake import __version__
 from bake.errors import DownloadError, ManifestError, UsageError
-from bake.fetch.failures import Aborted, BadRange
+from bake.fetch.failures import Aborted, BadRange, Unusable
 from bake.fetch.options import FetchOptions
 from bake.fetch.sources import Source, origin_of
 from bake.manifest import check_url, redact_url
@@ -177,6 +178,24 @@ class Validators:
         return None
 
 
+# Answers of getaddrinfo that no retry changes: the name does not exist (or has no address).
+_NO_SUCH_NAME = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
+
+
+def resolver_failure(exc: socket.gaierror, host: str, *, proxy: str | None = None) -> DownloadError:
+    """The error for a host name that did not resolve: permanent when it does not exist (EAI_NONAME),
+    transient when the resolver could not answer now (EAI_AGAIN and the rest)."""
+    name = proxy or host
+    what = f"the proxy {name} (for {host})" if proxy else f"the host name {name}"
+    if exc.errno in _NO_SUCH_NAME:
+        fix = "check HTTPS_PROXY / HTTP_PROXY" if proxy else "check the host in the URL"
+        return Unusable(
+            f"{what} does not exist (DNS: {exc.strerror})",
+            advice=f"{fix} (a typo?), or add --mirror PREFIX=REPLACEMENT to a host that resolves",
+        )
+    return DownloadError(f"{what} could not be resolved now (DNS: {exc.strerror})", retryable=True)
+
+
 def describe_error(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text if type(exc).__name__ in text else f"{type(exc).__name__}: {text}"
@@ -311,6 +330,10 @@ class HttpClient:
         except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
             self.close()
             raise
+        except socket.gaierror as exc:
+            self.close()
+            looked_up = conn.host if conn.host != parts.hostname else None  # a proxy's name
+            raise resolver_failure(exc, parts.hostname or "", proxy=looked_up) from None
         except (OSError, http.client.HTTPException) as exc:
             self.close()
             shown = redact_url(url)

@@ -52,7 +52,7 @@ from bench.entrypoint import bench_entrypoint
 from bench.fetchers import Fetcher, bench_fetch
 from bench.files import bench_manifest, generate, snapshot
 from bench.plot import draw
-from bench.report import machine, table, verdicts
+from bench.report import machine, publish, verdicts
 from bench.runner_line import bench_runner_line
 from bench.scale import bench_scale
 from tests.assets import CHECKPOINT_MIRROR_PATH
@@ -168,16 +168,5 @@ def main(argv: list[str] | None = None) -> int:
     report = {"profile": profile.name, "command": command, "machine": machine(), **found}
     report["seconds"] = time.perf_counter() - t0
     report["targets"] = verdicts(report["measures"])
-    plot = args.plot or (None if args.smoke else PLOT)
-    if plot is not None:
-        draw(
-            report["measures"]["scale"],
-            plot,
-            f"bake-entrypoint at scale, {report['measures']['scale']['shell']}",
-        )
-        log(f"plot: {plot}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2) + "\n")
-    print(table(report))
-    print(f"\nJSON: {args.json}")
-    return 0
+    plotted = publish(report, args.json, args.plot or (None if args.smoke else PLOT), draw)
+    return 0 if plotted or not args.plot else 1  # a plot asked for by name is part of the result

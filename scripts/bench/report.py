@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
-from bench.common import MIB, SMOKE
+from bench.common import MIB, SMOKE, BenchError, log
 from bench.runner_line import runner_line_row
 
 
@@ -203,3 +205,25 @@ def table(report: dict) -> str:
             "the timing targets are judged on the full run (scripts/bench.py).",
         ]
     return "\n".join(lines)
+
+
+def publish(report: dict, out: Path, plot: Path | None, draw: Callable[[dict, Path, str], None]) -> bool:
+    """Write the JSON and print the table, then draw measure 9 at ``plot``; return whether all of it landed.
+
+    The figures come first and always land: a missing plotter (matplotlib) costs the plot alone,
+    said on stderr, never the run's minutes of measuring.
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(table(report))
+    print(f"\nJSON: {out}")
+    if plot is None:
+        return True
+    scale = report["measures"]["scale"]
+    try:
+        draw(scale, plot, f"bake-entrypoint at scale, {scale['shell']}")
+    except BenchError as exc:
+        log(f"no plot: {exc}; the table and {out} hold every figure")
+        return False
+    log(f"plot: {plot}")
+    return True
