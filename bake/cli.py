@@ -647,7 +647,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if bad:
         raise FetchError(
             f"{len(bad)} consumer lookup(s) would trigger a download; run the job through bake-entrypoint, "
-            'or eval "$(bake-entrypoint --print-env)" first'
+            'or run the runner line first: bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"'
         )
     return 0
 

@@ -1,6 +1,6 @@
 """Native pods (Docker off, as vLLM's MI300 jobs run): a runner exports per-job XDG_CACHE_HOME and
-TMPDIR, then runs ``eval "$(bake-entrypoint --print-env)"``, then the job finds every baked file
-where its consumer looks. On the host, under dash and busybox sh, with an asset directory made by
+TMPDIR, then runs the runner line (tests.pod.SNIPPET), then the job finds every baked file where
+its consumer looks. On the host, under dash and busybox sh, with an asset directory made by
 ``bake fetch`` and ``bake seal`` as a build makes it.
 """
 
