@@ -1001,7 +1001,7 @@ _heartbeat() { # $1 lock directory: sets _beat to a process that refreshes its t
 			[ -d "$1" ] && [ ! -L "$1" ] || exit 0
 			touch -c -h -- "$1" 2>/dev/null || exit 0
 		done
-	) &
+	) </dev/null >/dev/null 2>&1 & # never holding the runner's $(...) open
 	_beat=$!
 }
 
