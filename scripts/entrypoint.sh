@@ -1281,25 +1281,42 @@ _serve_export() { # $1 variable, $2 its directory or empty, $3 _serve_at's statu
 		"make ${TMPDIR:-/tmp} writable, or point $var at a writable directory"
 }
 
-_keep_view() { # $1 variable, $2 the directory it names, $3 SUB: sets _made to a job-local view of it, SUB left to serve
-	local made from rest first
+_keep_view() { # $1 variable, $2 the directory it names, $3 SUB, $4 consumer: sets _made to a job-local view of it
+	local made from rest first entry IFS
 	_job_dir "$1" || return 1
 	made=$_made from=$2 rest=$3
 	# Every entry the variable's directory holds stays in view through a link (a shared model
 	# cache stays whole); only the path down to SUB is made of real directories, for bake to serve.
-	while :; do
+	while [ -n "$rest" ]; do
 		first=${rest%%/*}
-		if [ -d "$from" ]; then
-			find "$from/" -mindepth 1 -maxdepth 1 -exec sh -c 'ln -s -- "$@" "$0/" 2>/dev/null; :' "$made" '{}' + 2>/dev/null || :
-			rm -f -- "$made/$first" 2>/dev/null || :
-		fi
+		_link_entries "$from" "$made"
+		rm -f -- "$made/$first" 2>/dev/null || :
 		mkdir -- "$made/$first" 2>/dev/null || return 1
 		[ "$rest" != "$first" ] || return 0
 		made=$made/$first from=$from/$first rest=${rest#*/}
 	done
+	# No SUB (the Hub's cache, a variable's own directory): every entry but those the consumer
+	# serves, and its state, whose paths bake makes as real directories.
+	_link_entries "$from" "$made"
+	_set_of "$4"
+	_parts dir "$4"
+	set -- "${_state%%/*}"
+	IFS=$_nl
+	for entry in $_list; do
+		entry=${entry#*"$_tab"}
+		[ "$entry" = . ] || set -- "$@" "${entry%%/*}"
+	done
+	for entry do
+		[ ! -L "$made/$entry" ] || rm -f -- "$made/$entry" 2>/dev/null || :
+	done
 }
 
-_serve_under() { # $1 loc ID, $2 its variable, $3 its SUB, $4 its directory or empty, $5 _serve_at's status: warn, or go job-local
+_link_entries() { # $1 a directory, $2 a job-local one: a link in $2 to every entry of $1 (a planted link is never listed)
+	[ -d "$1" ] && [ ! -L "$1" ] || return 0
+	find "$1/" -mindepth 1 -maxdepth 1 -exec sh -c 'ln -s -- "$@" "$0/" 2>/dev/null; :' "$2" '{}' + 2>/dev/null || :
+}
+
+_serve_under() { # $1 loc ID, $2 its variable, $3 its SUB, $4 its directory or empty, $5 _serve_at's status, $6 consumer: warn, or go job-local
 	local var="$2" where fix
 	if [ -z "$4" ]; then
 		_find_uid
@@ -1309,7 +1326,7 @@ _serve_under() { # $1 loc ID, $2 its variable, $3 its SUB, $4 its directory or e
 	fi
 	case $5 in
 	"$_CANNOT_MAKE" | "$_MOVE")
-		if ! _is_job_local "$4" && _keep_view "$var" "${4%/"$3"}" "$3"; then
+		if ! _is_job_local "$4" && _keep_view "$var" "${4%/"$3"}" "$3" "$6"; then
 			_hostile_warning "$where"
 			_export "$var" "$_made"
 			if [ "$5" -eq "$_CANNOT_MAKE" ]; then
@@ -1357,7 +1374,7 @@ _serve_loc() { # $1 loc ID: serve it where its consumer looks, or report it
 	if [ "$mode" = export ]; then
 		_serve_export "$var" "$dir" "$status" "$consumer"
 	else
-		_serve_under "$1" "$var" "$sub" "$dir" "$status"
+		_serve_under "$1" "$var" "$sub" "$dir" "$status" "$consumer"
 	fi
 	_tally="$_tally$1 $((_unserved - unserved))$_nl"
 }

@@ -31,6 +31,7 @@ from tests.serve import (
 )
 from tests.test_entrypoint import (
     ASSET_FILES,
+    HUB_BLOBS,
     HUB_COMMIT,
     HUB_REPO,
     LOCATIONS,
@@ -439,3 +440,27 @@ def test_under_bake_verify_the_linked_view_never_serves_the_wrong_bytes(box: Box
     assert result.returncode == 3, result.stderr
     assert f"BAKE_VERIFY=1: {data}/{wrong}: expected the baked file's sha256" in result.stderr
     assert result.stderr.count("error:") == 1
+
+
+def test_a_re_pointed_hub_cache_keeps_the_nodes_other_repositories_in_view(hub_box: Box) -> None:
+    hf_home = hub_box.root / "hf home"
+    other_repo(hf_home)
+    elsewhere = hub_box.root / "elsewhere"
+    elsewhere.mkdir()
+    planted = hf_home / "hub" / HUB_REPO / "blobs"
+    planted.parent.mkdir(parents=True)
+    planted.symlink_to(elsewhere)  # something in the way: the Hub is served job-local
+
+    result = hub_box.run("env", BAKE_REQUIRE=1, HF_HOME=hf_home)
+
+    job = job_env(result)
+    view = Path(job["HF_HUB_CACHE"])
+    assert view.parent == hub_box.tmp
+    assert (view / "models--other--model").is_symlink()
+    assert (view / "models--other--model").samefile(hf_home / "hub" / "models--other--model")
+    assert not (view / HUB_REPO).is_symlink() and not (view / ".locks").is_symlink()
+    out = hf_offline(hub_box, job)  # the baked repository, served in the view
+    assert out[0] == str(view / HUB_REPO / "snapshots" / HUB_COMMIT)
+    assert out[1:-1] == [data.hex() for data in HUB_BLOBS.values() for _ in range(2)]
+    assert "'other/model'" in out[-1]  # and what the node held
+    assert list(elsewhere.iterdir()) == []
