@@ -222,9 +222,17 @@ def _params(name: str, facts: Facts) -> list[tuple[Any, str]]:
             (NotApplicable(f"{LOCK_NAME} lists no asset"), "no-asset")
         ]
     if name == "bake_doctor_library":
-        # Declared consumers name no library: doctor always checks their locations.
-        declared = sorted({loc.consumer for loc in facts.serve.served()} - BUILT_IN_CONSUMERS)
-        return [(lib, lib) for lib in DOCTOR_LIBRARIES] + [(c, f"{c}-declared") for c in declared]
+        # Declared consumers name no library: doctor always checks their locations. A built-in
+        # one whose image bakes nothing for it has nothing for doctor to check (huggingface_hub
+        # installed, no Hub repository baked).
+        served = {loc.consumer for loc in facts.serve.served()}
+        declared = sorted(served - BUILT_IN_CONSUMERS)
+        built_in = [
+            (lib if c.name in served else NotApplicable(f"the image bakes nothing for {lib} ({c.name})"), lib)
+            for c in BUILTINS
+            for lib in c.libraries
+        ]
+        return built_in + [(c, f"{c}-declared") for c in declared]
     if facts.serve_problem is not None:
         return [(Broken(facts.serve_problem), SERVE_NAME)]
     if name == "bake_location":

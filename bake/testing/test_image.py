@@ -175,7 +175,7 @@ def test_doctor(
     request: pytest.FixtureRequest, bake_doctor_library: str, installed: dict, doctor: JobResult
 ) -> None:
     """`bake doctor` inside a job passes for the library (when the image has it) or declared consumer."""
-    name = bake_doctor_library
+    name = given(request, bake_doctor_library)
     what = f"{name} {installed.get(name) or ''}".strip()
     if name in DOCTOR_LIBRARIES and installed.get(name) is None:
         not_applicable(request, f"{name} is not installed in the image")
