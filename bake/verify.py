@@ -8,7 +8,7 @@ from bake.errors import VerifyError
 from bake.hashes import sha256_file
 from bake.index import LockedFile
 from bake.manifest import Asset
-from bake.seal import check_seal, placement_problem
+from bake.seal import check_seal, placement_problems
 
 
 def verify_dest(dest: Path, files: list[LockedFile], *, assets: list[Asset] | None = None) -> None:
@@ -19,9 +19,10 @@ def verify_dest(dest: Path, files: list[LockedFile], *, assets: list[Asset] | No
     listing every problem, one per line.
     """
     problems = []
+    misplaced = placement_problems(dest, [entry.path for entry in files])
     for entry in files:
         target = dest / entry.path
-        if problem := placement_problem(dest, entry.path):
+        if problem := misplaced.get(entry.path):
             problems.append(problem)
             continue
         if not target.is_file():
