@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import nolock
 from tests.hub_server import git_blob_id
 from tests.image import fail_or_skip
 from tests.serve import (
@@ -372,19 +373,16 @@ def test_unwritable_node_storage_is_served_job_local_or_warned(box: Box, loc: Lo
 
 def mount(box: Box, kind: str, size: int = 16 * 1024 * 1024) -> Path:
     """Mount a fresh ext4 image (node storage) or a tmpfs (job-local) at ``box.root/mnt``."""
-    target = box.root / "mnt"
-    target.mkdir()
     if kind == "tmpfs":
-        argv = ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(target)]
+        target = box.root / "mnt"
+        target.mkdir()
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(target)], capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            fail_or_skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     else:
-        image = box.root / "ext4.img"
-        with image.open("wb") as fh:
-            fh.truncate(size)
-        subprocess.run([require("mkfs.ext4"), "-q", str(image)], check=True, capture_output=True)
-        argv = ["mount", "-o", "loop", str(image), str(target)]
-    done = subprocess.run(argv, capture_output=True, text=True)
-    if done.returncode != 0:
-        fail_or_skip(f"cannot mount a {kind} here: {done.stderr.strip()}")
+        target = nolock.ext4_volume(box.root, size, "mnt")
     target.chmod(0o755)
     return target
 

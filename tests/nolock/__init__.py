@@ -29,10 +29,10 @@ def environment(shim: Path, under: Path) -> dict[str, str]:
     return {"LD_PRELOAD": str(shim), "BAKE_TEST_NOLOCK_UNDER": str(under)}
 
 
-def ext4_volume(root: Path, size: int) -> Path:
-    """A fresh ext4 filesystem of ``size`` bytes, loop-mounted at ``root/volume`` (unmount it with
+def ext4_volume(root: Path, size: int, name: str = "volume") -> Path:
+    """A fresh ext4 filesystem of ``size`` bytes, loop-mounted at ``root/name`` (unmount it with
     ``umount -l``); a missing mount is a failure under CI=true."""
-    image, target = root / "volume.img", root / "volume"
+    image, target = root / f"{name}.img", root / name
     with image.open("wb") as fh:
         fh.truncate(size)
     subprocess.run([require("mkfs.ext4"), "-q", str(image)], check=True, capture_output=True)
