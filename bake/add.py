@@ -25,11 +25,13 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 from bake import consumers, manifest, manifestedit
+from bake.asset import Asset
 from bake.errors import FetchError, ManifestError, UsageError
 from bake.fetch import FetchOptions, fetch_to_cache
 from bake.fetch.progress import Progress
 from bake.hashes import GIT_SHA1_HEX
-from bake.manifest import Asset, Assets
+from bake.manifest import Manifest
+from bake.urls import check_url, is_credential_param, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +39,7 @@ _ASSET_HEADER = re.compile(r"^\s*\[\[\s*asset\s*\]\]")
 _SHA256_KEY = re.compile(r"""^(\s*)(?:sha256|"sha256"|'sha256')\s*=""")
 
 
-def _read(path: Path, allow_http: bool) -> tuple[str, Assets]:
+def _read(path: Path, allow_http: bool) -> tuple[str, Manifest]:
     """The manifest's text and entries; a missing or empty manifest is one with no entries yet."""
     text = manifest.read_manifest_text(path) if os.path.exists(path) else ""
     return text, manifest.parse_manifest(text, source=str(path), allow_http=allow_http, allow_empty=True)
@@ -54,7 +56,7 @@ def derive_path(url: str, table: Sequence[consumers.Consumer]) -> str:
             return path
     rules = ", ".join(c.name for c in table if c.builtin)
     raise UsageError(
-        f"{manifest.redact_url(url)}: no consumer's naming rule ({rules}) names this URL; "
+        f"{redact_url(url)}: no consumer's naming rule ({rules}) names this URL; "
         "pass --path (for example --path <consumer>/<file>)"
     )
 
@@ -67,7 +69,7 @@ def derive_name(url: str, path: str) -> str:
     candidate = stem if GIT_SHA1_HEX.fullmatch(leaf) else PurePosixPath(leaf).stem
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", candidate).strip("-.")
     if not name:
-        raise UsageError(f"{manifest.redact_url(url)}: cannot derive a name from it; pass --name")
+        raise UsageError(f"{redact_url(url)}: cannot derive a name from it; pass --name")
     return name
 
 
@@ -96,7 +98,7 @@ def without_credentials(url: str) -> str:
     (``?token=``, a presigned URL's signature), with a warning saying where credentials belong."""
     parts = urlsplit(url)
     query = [p for p in parts.query.split("&") if p] if parts.query else []
-    kept = [p for p in query if not manifest.is_credential_param(p.partition("=")[0])]
+    kept = [p for p in query if not is_credential_param(p.partition("=")[0])]
     in_userinfo = parts.username is not None or parts.password is not None
     if not in_userinfo and kept == query:
         return url
@@ -106,7 +108,7 @@ def without_credentials(url: str) -> str:
         "the credentials in %s (%s) are not written to the manifest, which is committed and read by "
         "every build; give them to builds as a mirror instead: --mirror PREFIX=REPLACEMENT, the "
         "REPLACEMENT carrying them (or BAKE_MIRRORS), and in a docker build through the bake_mirrors secret",
-        manifest.redact_url(url),
+        redact_url(url),
         ", ".join(w for w in what if w),
     )
     return parts._replace(netloc=parts.netloc.rpartition("@")[2], query="&".join(kept)).geturl()
@@ -136,13 +138,13 @@ def _check_library(asset: Asset, table: Sequence[consumers.Consumer]) -> None:
     expected = owner.library_sha256(asset) if owner else None
     if expected is not None and expected != asset.sha256:
         raise FetchError(
-            f"{manifest.redact_url(asset.urls[0])}: fetched sha256 {asset.sha256}, but the installed "
+            f"{redact_url(asset.urls[0])}: fetched sha256 {asset.sha256}, but the installed "
             f"{owner.name} expects {expected} for {asset.path}; it would re-download this file. "
             "Check the URL, or pin the library version that matches these bytes"
         )
 
 
-def _check_unused(assets: Assets, manifest_path: Path, name: str, path: str) -> None:
+def _check_unused(assets: Manifest, manifest_path: Path, name: str, path: str) -> None:
     for field, value in (("name", name), ("path", path)):
         taken = next((a for a in assets if getattr(a, field) == value), None)
         if taken is not None:
@@ -171,7 +173,7 @@ def add(
     """
     text, assets = _read(manifest_path, options.allow_http)
     table = assets.consumers()
-    manifest.check_url(url, allow_http=options.allow_http, where="bake add")
+    check_url(url, allow_http=options.allow_http, where="bake add")
     written = without_credentials(url)
     path = path or derive_path(written, table)
     name = name or derive_name(written, path)
@@ -184,7 +186,7 @@ def add(
     digest, size = _fetch_unknown(url, written, name, options, progress)
     if sha256 is not None and digest != draft.sha256:
         raise FetchError(
-            f"{manifest.redact_url(url)}: its bytes hash to {digest}, not to the --sha256 {draft.sha256} "
+            f"{redact_url(url)}: its bytes hash to {digest}, not to the --sha256 {draft.sha256} "
             "given; nothing was written. Check the hash you passed (and that the URL is the file you "
             "meant); the bytes stay in the cache under their own sha256"
         )
@@ -257,7 +259,7 @@ def fill_size(
     return filled
 
 
-def _named(assets: Assets, manifest_path: Path, name: str) -> Asset:
+def _named(assets: Manifest, manifest_path: Path, name: str) -> Asset:
     found = next((a for a in assets if a.name == name), None)
     if found is None:
         known = ", ".join(a.name for a in assets)

@@ -434,7 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _selected(args: argparse.Namespace) -> list[manifest.Asset]:
+def _selected(args: argparse.Namespace) -> manifest.Manifest:
     with _naming_the_variable(args.manifest):
         assets = manifest.load_manifest(args.manifest, allow_http=args.allow_http)
     for warning in manifest.near_misses(assets):

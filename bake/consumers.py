@@ -41,7 +41,7 @@ _CONSUMER_KEYS = {"name", "locations"}
 
 
 class AssetLike(Protocol):
-    """What the table needs of a manifest asset (``bake.manifest.Asset``)."""
+    """What the table needs of a manifest asset (``bake.asset.Asset``)."""
 
     name: str
     path: str

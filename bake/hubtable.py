@@ -12,12 +12,13 @@ nothing of ``Asset``: it returns the fields, and ``manifest`` makes the assets.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from bake import servefile
 from bake.errors import ManifestError
 from bake.hashes import GIT_SHA1_HEX, SHA256_HEX
+from bake.paths import parents
 from bake.tables import expect_table, refuse_unknown_keys
 
 PREFIX = "hub"
@@ -229,7 +230,7 @@ def parse_entry(raw: object, index: int) -> HubEntry:
 def _check_file_prefixes(files: tuple[HubFile, ...], where: str) -> None:
     paths = {f.path for f in files}
     for f in files:
-        for parent in servefile.parents(f.path):
+        for parent in parents(f.path):
             if parent in paths:
                 raise ManifestError(f"{where}: file {f.path!r} lies under {parent!r}, which is a file")
 
@@ -306,10 +307,11 @@ def selected_entries(assets: list) -> list[HubEntry]:
     return sorted(chosen, key=lambda e: (e.folder, e.commit))
 
 
-def digest_records(assets: list) -> list[dict]:
+def digest_records(entries: Iterable[HubEntry]) -> list[dict]:
     """The Hub part of the manifest digest: what the layout holds beyond the blobs' bytes.
 
-    Empty when no Hub entry is selected, so the digest of a manifest without one is unchanged.
+    ``entries`` are those a selection holds whole (``selected_entries``). Empty when there is none,
+    so the digest of a manifest without one is unchanged.
     """
     return [
         {
@@ -319,5 +321,5 @@ def digest_records(assets: list) -> list[dict]:
             "trees": e.whole_repo,
             "files": [[f.path, f.size, f.sha256, f.blob, f.lfs] for f in e.files],
         }
-        for e in selected_entries(assets)
+        for e in entries
     ]

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bake import atomic
+from bake.asset import Asset
 from bake.errors import FetchError, UsageError
-from bake.manifest import Asset, manifest_digest
+from bake.manifest import manifest_digest
 
 SUMS_NAME = "SHA256SUMS"
 LOCK_NAME = "bake.lock.json"

@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import ipaddress
 import json
 import os
 import re
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from dataclasses import field as dataclass_field
-from pathlib import Path, PurePosixPath
-from urllib.parse import SplitResult, urlsplit
+from pathlib import Path
 
 from bake import consumers, hubtable, offline, servefile
+from bake.asset import Asset
 from bake.errors import ManifestError
 from bake.hashes import SHA256_HEX
+from bake.hubtable import HubEntry
+from bake.paths import check_path, parents
 from bake.tables import expect_table, refuse_unknown_keys
 from bake.text import escape, has_control
+from bake.urls import check_url
 
 DEFAULT_MANIFEST = "docker/assets.toml"
 
@@ -29,7 +30,6 @@ _REQUIRED_KEYS = ("name", "path", "sha256", "urls")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Root names bake writes itself, beside the assets.
 RESERVED_ROOT_NAMES = ("SHA256SUMS", "bake.lock.json", consumers.SERVE_NAME, offline.NAME)
-SCHEMES = ("https", "http", "file", "hf")
 
 # The contract's bound on a manifest, checked before a byte is parsed.
 MAX_MANIFEST_BYTES = 32 * 1024 * 1024
@@ -37,11 +37,6 @@ MAX_MANIFEST_BYTES = 32 * 1024 * 1024
 # few levels; the bound keeps the parser's recursion, and its cost per dotted-key
 # level, small.
 MAX_DEPTH = 32
-# A path component leaves room for the staging name bake puts beside it
-# (".NAME.bake-staging.HOST.PID.N", HOST up to 64 bytes) within NAME_MAX, 255 bytes.
-MAX_COMPONENT_BYTES = 255 - 100
-# A whole asset path stays far below PATH_MAX (4096), whatever --dest is put before it.
-MAX_PATH_BYTES = 1024
 # Outside strings and comments: brackets that open or close a level, dots that add
 # one, and line ends. Strings and comments are matched whole, so their text is skipped.
 _DEPTH_TOKENS = re.compile(
@@ -56,131 +51,43 @@ _DEPTH_TOKENS = re.compile(
 
 
 @dataclass(frozen=True)
-class Asset:
-    """One file to bake: where it goes, what it must hash to, where to get it."""
+class Manifest:
+    """A manifest's assets in file order, the consumers it declares, and the Hub entries it holds whole.
 
-    name: str
-    path: str
-    sha256: str
-    urls: tuple[str, ...]
-    size: int | None = None
-    groups: tuple[str, ...] = ()
-    # For a [[hub]] blob: the repository files it backs (bake.hubtable); not part of equality.
-    hub: hubtable.HubBlob | None = dataclass_field(default=None, compare=False, repr=False)
-
-    def canonical_url(self) -> str | None:
-        """Return the first ``https://`` URL, the one consumers derive cache names from."""
-        return next((u for u in self.urls if u.startswith("https://")), None)
-
-
-class Assets(list):
-    """A manifest's assets in file order, carrying the consumers it declares with ``[[consumer]]``.
-
-    A list, so every caller that iterates assets is unchanged; the declared
-    consumers travel with it through ``select`` to the digest and to ``seal``.
+    It reads as the sequence of its assets, so a caller that only iterates them is unchanged.
+    ``select`` returns a new one; ``of`` makes one from any assets (a plain list declares nothing).
     """
 
-    def __init__(self, items: Iterable[Asset] = (), declared: Iterable[consumers.Consumer] = ()) -> None:
-        super().__init__(items)
-        self.declared: tuple[consumers.Consumer, ...] = tuple(declared)
+    assets: tuple[Asset, ...]
+    declared: tuple[consumers.Consumer, ...] = ()
+    hub: tuple[HubEntry, ...] = ()
+
+    @classmethod
+    def of(cls, assets: Iterable[Asset], declared: Iterable[consumers.Consumer] = ()) -> Manifest:
+        """Return the manifest of ``assets``, with the Hub entries every blob of which is among them."""
+        assets = tuple(assets)
+        return cls(assets, tuple(declared), tuple(hubtable.selected_entries(assets)))
+
+    def __iter__(self) -> Iterator[Asset]:
+        return iter(self.assets)
+
+    def __len__(self) -> int:
+        return len(self.assets)
+
+    def __getitem__(self, index: int) -> Asset:
+        return self.assets[index]
 
     def consumers(self) -> tuple[consumers.Consumer, ...]:
         """Return the whole consumer table: built-ins (the Hub with the entries held whole), then declared."""
-        return consumers.table(self.declared, hubtable.selected_entries(self))
+        return consumers.table(self.declared, self.hub)
 
 
-def declared_consumers(assets: Iterable[Asset]) -> tuple[consumers.Consumer, ...]:
-    """Return the consumers a manifest declared (none for a plain list of assets)."""
-    return getattr(assets, "declared", ())
+def as_manifest(assets: Iterable[Asset]) -> Manifest:
+    """Return ``assets`` when it is a Manifest, else the manifest of a plain list (no declared consumers)."""
+    return assets if isinstance(assets, Manifest) else Manifest.of(assets)
 
 
-def is_loopback_host(host: str | None) -> bool:
-    """Return True for ``localhost`` and loopback IP literals."""
-    if not host:
-        return False
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-# Query parameters that carry a secret: tokens, keys, passwords, and the signatures of presigned
-# URLs (S3's X-Amz-*, Google's X-Goog-*, Azure's SAS ``sig``). A name that contains one of the
-# words counts, whatever its case.
-_CREDENTIAL_PARAM = re.compile(
-    r"token|secret|passw|signature|credential|api_?key|^(sig|key|auth|pwd|code)$", re.IGNORECASE
-)
-
-
-def is_credential_param(name: str) -> bool:
-    """Return whether a query parameter named ``name`` looks like it carries a credential."""
-    return bool(_CREDENTIAL_PARAM.search(name))
-
-
-def _redact_query(query: str) -> str:
-    return "&".join(
-        f"{name}=***" if sep and is_credential_param(name) else f"{name}{sep}{value}"
-        for name, sep, value in (part.partition("=") for part in query.split("&"))
-    )
-
-
-def redact_url(url: str) -> str:
-    """Return ``url`` with any password, and any query value that looks like a credential, as ``***``.
-
-    For messages and reports. Plain string surgery, not urlsplit: it must also work on a URL too
-    broken to parse.
-    """
-    scheme, sep, rest = url.partition("://")
-    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
-    userinfo, at, hostport = rest[:end].rpartition("@")
-    if sep and at and ":" in userinfo:
-        rest = f"{userinfo.partition(':')[0]}:***@{hostport}{rest[end:]}"
-    before, question, query = rest.partition("?")
-    if question:
-        query, hash_, fragment = query.partition("#")
-        rest = f"{before}?{_redact_query(query)}{hash_}{fragment}"
-    return f"{scheme}{sep}{rest}"
-
-
-def check_url(url: str, *, allow_http: bool, where: str) -> None:
-    """Raise ManifestError unless ``url`` parses and has an allowed scheme.
-
-    ``where`` names the asset (or option) in the message; a password in the
-    URL never reaches it.
-    """
-    shown = redact_url(url)
-    if has_control(url):
-        raise ManifestError(
-            f"{where}: url {shown!r} holds a control character (a tab, a line break...); "
-            "write it percent-encoded, for example %0A for a newline"
-        )
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - the property raises for a port out of range
-    except ValueError as exc:
-        raise ManifestError(f"{where}: url {shown!r} is not a valid URL ({exc})") from None
-    scheme = parts.scheme.lower()
-    if scheme not in SCHEMES:
-        raise ManifestError(
-            f"{where}: url {shown!r} has scheme {scheme or 'none'!r}; expected one of "
-            "https://, http:// (loopback only), file:// or hf://ORG/REPO[@REV]/PATH"
-        )
-    if scheme == "http" and not allow_http and not is_loopback_host(parts.hostname):
-        raise ManifestError(
-            f"{where}: url {shown!r} is plain http to a non-loopback host; "
-            "use https, or pass --allow-http if this network is trusted"
-        )
-    if scheme == "hf" and len([p for p in (parts.netloc + parts.path).split("/") if p]) < 3:
-        raise ManifestError(f"{where}: url {shown!r} must look like hf://ORG/REPO[@REVISION]/PATH")
-    if scheme in ("https", "http") and not parts.hostname:
-        raise ManifestError(f"{where}: url {shown!r} has no host")
-    if scheme == "file":
-        _check_file_url(url, parts, where)
-
-
-def near_misses(assets: Assets) -> list[str]:
+def near_misses(assets: Manifest) -> list[str]:
     """Return a warning for each asset under a directory one typo away from a consumer's prefix.
 
     Such an asset is baked and verified but served nowhere (``tiktokn/...``), which no check refuses.
@@ -201,47 +108,6 @@ def near_misses(assets: Assets) -> list[str]:
     return warnings
 
 
-def _check_file_url(url: str, parts: SplitResult, where: str) -> None:
-    """Refuse a file: URL a build would misread: a relative one, or one that names another host."""
-    shown = redact_url(url)
-    if parts.netloc not in ("", "localhost"):
-        raise ManifestError(
-            f"{where}: url {shown!r} names the host {parts.netloc!r}; bake reads file:// URLs on this "
-            f"machine only: write file://{parts.path or '/path/to/file'} (file:/// and an absolute path)"
-        )
-    if not parts.path.startswith("/"):
-        raise ManifestError(
-            f"{where}: url {shown!r} is a relative file: URL, which would be read against whatever "
-            "directory bake runs in; write an absolute one: file:///path/to/file"
-        )
-
-
-def _check_path(path: object, where: str) -> str:
-    if not isinstance(path, str) or not path:
-        raise ManifestError(f"{where}: 'path' must be a non-empty string, got {path!r}")
-    if has_control(path):
-        raise ManifestError(
-            f"{where}: path {path!r} holds control characters; SHA256SUMS and the logs are "
-            "line-based, so a path must be printable: rename the file"
-        )
-    if "\\" in path:
-        raise ManifestError(f"{where}: path {path!r} must be a POSIX path without backslashes")
-    pure = PurePosixPath(path)
-    if pure.is_absolute():
-        raise ManifestError(f"{where}: path {path!r} is absolute; give a path relative to --dest")
-    if ".." in pure.parts or path != pure.as_posix() or path.endswith("/"):
-        raise ManifestError(
-            f"{where}: path {path!r} must be a normalised relative path with no '..' "
-            f"(expected something like {pure.as_posix().lstrip('./') or 'dir/file'!r})"
-        )
-    if path == ".":
-        raise ManifestError(f"{where}: path '.' is --dest itself; give a file path such as 'dir/file'")
-    _check_path_length(path, where)
-    if pure.name in RESERVED_ROOT_NAMES and len(pure.parts) == 1:
-        raise ManifestError(f"{where}: path {path!r} is reserved for bake's own index files")
-    return path
-
-
 def _check_groups(groups: object, where: str) -> list[str]:
     if not isinstance(groups, list) or not all(
         isinstance(g, str) and g and not has_control(g) for g in groups
@@ -250,20 +116,6 @@ def _check_groups(groups: object, where: str) -> list[str]:
             f"{where}: groups must be a list of names without control characters, got {groups!r}"
         )
     return groups
-
-
-def _check_path_length(path: str, where: str) -> None:
-    """Refuse a path the filesystem could not hold, with bake's staging name beside it."""
-    if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
-        raise ManifestError(
-            f"{where}: path {path[:64]!r}... is longer than {MAX_PATH_BYTES} bytes; choose a shorter path"
-        )
-    for part in PurePosixPath(path).parts:
-        if len(part.encode("utf-8", "surrogatepass")) > MAX_COMPONENT_BYTES:
-            raise ManifestError(
-                f"{where}: path component {part[:64]!r}... is longer than {MAX_COMPONENT_BYTES} bytes "
-                "(NAME_MAX is 255, and bake's staging name adds to it); choose a shorter name"
-            )
 
 
 def parse_asset(
@@ -311,7 +163,7 @@ def parse_asset(
     groups = _check_groups(raw.get("groups", []), where)
     asset = Asset(
         name=name,
-        path=_check_path(raw["path"], where),
+        path=check_path(raw["path"], where, RESERVED_ROOT_NAMES),
         sha256=sha.lower(),
         urls=tuple(urls),
         size=size,
@@ -380,7 +232,7 @@ def _array_of_tables(data: dict, key: str, source: str) -> list:
 
 def parse_manifest(
     text: str, *, source: str = "<manifest>", allow_http: bool = False, allow_empty: bool = False
-) -> Assets:
+) -> Manifest:
     """Parse manifest text and return its assets in file order, with the consumers it declares.
 
     ``allow_empty``: a manifest with no entries yet (``bake add`` starts one) is no error.
@@ -415,7 +267,7 @@ def parse_manifest(
                 )
             seen[key] = asset.name
     _check_path_prefixes(assets)
-    return Assets(assets, declared)
+    return Manifest.of(assets, declared)
 
 
 def _check_serve_limits(consumer: consumers.Consumer) -> None:
@@ -434,7 +286,7 @@ def _check_path_prefixes(assets: list[Asset]) -> None:
     """A path may not be a directory of another asset (a/b vs a/b/c)."""
     paths = {a.path: a.name for a in assets}
     for asset in assets:
-        for parent in servefile.parents(asset.path):
+        for parent in parents(asset.path):
             if parent in paths:
                 raise ManifestError(
                     f"asset {asset.name!r}: path {asset.path!r} lies under {parent!r}, "
@@ -470,22 +322,22 @@ def read_manifest_text(path: str | Path) -> str:
     return text
 
 
-def load_manifest(path: str | Path, *, allow_http: bool = False) -> Assets:
+def load_manifest(path: str | Path, *, allow_http: bool = False) -> Manifest:
     """Read and validate a manifest file. Raises ManifestError."""
     return parse_manifest(read_manifest_text(path), source=str(path), allow_http=allow_http)
 
 
-def select(assets: Sequence[Asset], groups: Sequence[str] = ()) -> Assets:
+def select(assets: Sequence[Asset], groups: Sequence[str] = ()) -> Manifest:
     """Return the assets a consumer asked for, with the manifest's declared consumers.
 
     With no groups, every asset. Otherwise the assets in any named group plus
     the shared assets that name no group. Raises ManifestError for a group no
     asset names.
     """
-    declared = declared_consumers(assets)
+    manifest = as_manifest(assets)
     if not groups:
-        return Assets(assets, declared)
-    known = {g for a in assets for g in a.groups}
+        return manifest
+    known = {g for a in manifest for g in a.groups}
     unknown = [g for g in groups if g not in known]
     if unknown:
         raise ManifestError(
@@ -493,10 +345,10 @@ def select(assets: Sequence[Asset], groups: Sequence[str] = ()) -> Assets:
             f"known groups: {', '.join(sorted(known)) or 'none'}"
         )
     wanted = set(groups)
-    return Assets((a for a in assets if not a.groups or wanted & set(a.groups)), declared)
+    return Manifest.of((a for a in manifest if not a.groups or wanted & set(a.groups)), manifest.declared)
 
 
-def manifest_digest(assets: Sequence[Asset]) -> str:
+def manifest_digest(assets: Iterable[Asset]) -> str:
     """Return the sha256 of the canonical JSON of the selected assets' path, size and sha256.
 
     It is computed from the manifest alone (a missing size is ``null``), so a
@@ -504,12 +356,13 @@ def manifest_digest(assets: Sequence[Asset]) -> str:
     change what ``seal`` writes, so they are covered too; a manifest without
     ``[[consumer]]`` keeps the digest it always had.
     """
+    manifest = as_manifest(assets)
     entries = sorted(
-        ({"path": a.path, "sha256": a.sha256, "size": a.size} for a in assets),
+        ({"path": a.path, "sha256": a.sha256, "size": a.size} for a in manifest),
         key=lambda e: e["path"],
     )
-    declared = sorted((c.declaration() for c in declared_consumers(assets)), key=lambda d: d["name"])
-    hub = hubtable.digest_records(assets)
+    declared = sorted((c.declaration() for c in manifest.declared), key=lambda d: d["name"])
+    hub = hubtable.digest_records(manifest.hub)
     extras = {"consumers": declared} if declared else {}
     extras |= {"hub": hub} if hub else {}
     doc = {"assets": entries, **extras} if extras else entries

@@ -9,9 +9,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from bake import consumers, offline
+from bake.asset import Asset
 from bake.errors import UsageError, VerifyError
 from bake.index import LOCK_NAME, add_to_index, install_together, read_lock
-from bake.manifest import RESERVED_ROOT_NAMES, Asset, Assets, declared_consumers
+from bake.manifest import RESERVED_ROOT_NAMES, as_manifest
 
 FILE_MODE = 0o444
 DIR_MODE = 0o555
@@ -19,7 +20,7 @@ DIR_MODE = 0o555
 
 def _table(assets: list[Asset]) -> tuple[consumers.Consumer, ...]:
     """The consumer table of ``assets``: the manifest's, or the built-ins' for a plain list."""
-    return Assets(assets, declared_consumers(assets)).consumers()
+    return as_manifest(assets).consumers()
 
 
 def _links(table: Sequence[consumers.Consumer], assets: list[Asset]) -> dict[str, str]:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 
 from bake.hashes import SHA256_HEX
+from bake.paths import parents
 
 NAME = "bake.serve"
 HEADER = "# bake serve v1"
@@ -174,12 +175,6 @@ def write(records: Iterable[Record]) -> str:
         number, reason = refusals[0]
         raise ValueError(f"{NAME}: record {ordered[number - 2]!r} would be refused: expected {reason}")
     return text
-
-
-def parents(name: str) -> list[str]:
-    """The directories a plain path lies in, outermost first (none for a name at the top)."""
-    parts = name.split("/")[:-1]
-    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 def served_set(consumer: str, state: str, root: str, shown: str, parts: Iterable[Record]) -> ServedSet:

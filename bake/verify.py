@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bake.asset import Asset
 from bake.errors import VerifyError
 from bake.hashes import sha256_file
 from bake.index import LockedFile
-from bake.manifest import Asset
 from bake.seal import check_seal, placement_problems
 
 

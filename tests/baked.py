@@ -11,7 +11,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from bake.manifest import Asset
+from bake.asset import Asset
 from tests.assets import (
     CHECKPOINT_MIRROR_PATH,
     O200K_MIRROR_PATH,

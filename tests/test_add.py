@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bake import add, consumers, manifest
+from bake.asset import Asset
 from bake.errors import UsageError
 from tests.mirror import Mirror, http_error, truncate
 from tests.runners import bake
@@ -246,7 +247,7 @@ def test_size_only_of_an_unknown_name_is_exit_2(mirror: Mirror, odd_manifest: Pa
 
 
 def test_render_entry_is_what_the_manifest_reads_back() -> None:
-    asset = manifest.Asset("n", "data/n", SHA, ("https://x.org/n",), 5, ("g",))
+    asset = Asset("n", "data/n", SHA, ("https://x.org/n",), 5, ("g",))
     (parsed,) = manifest.parse_manifest(add.render_entry(asset))
     assert parsed == asset
 

@@ -21,10 +21,10 @@ from urllib.parse import urlsplit
 import pytest
 
 from bake import fetch
+from bake.asset import Asset
 from bake.errors import ManifestError, UsageError
 from bake.fetch import FetchFailed, FetchOptions, candidate_urls, fetch_assets, parse_mirrors
 from bake.fetch.progress import Progress
-from bake.manifest import Asset
 from tests.loopback import LoopbackServer
 from tests.mirror import (
     Mirror,
@@ -411,7 +411,7 @@ CHILD = """
 import sys
 from pathlib import Path
 from bake.fetch import FetchOptions, fetch_assets
-from bake.manifest import Asset
+from bake.asset import Asset
 url, sha, size, dest, cache, connections = sys.argv[1:]
 asset = Asset("blob", "data/blob.bin", sha, (url,), int(size))
 options = FetchOptions(cache_dir=Path(cache), timeout=10, connections=int(connections))

@@ -291,7 +291,7 @@ def test_serve_records_follow_huggingface_hubs_precedence() -> None:
     (the_set,) = [r for r in records if isinstance(r, servefile.ServedSet)]
     assert (the_set.consumer, the_set.state, the_set.root) == ("hub", ".locks/.bake", "hub")
     assert the_set.bytes == 3 + 40 + len(
-        layout.tree_json(parse_manifest(entry(files=files)).pop().hub.entries[0])
+        layout.tree_json(parse_manifest(entry(files=files))[-1].hub.entries[0])
     )
     # A blob is held by node storage only; the ref (and tree listing) by both views, copied.
     assert servefile.File("hub", "copied", f"{folder}/blobs/{BLOB}", 3, SHA) in records

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bake import manifest
+from bake.asset import Asset
 from bake.errors import ManifestError
 from tests.runners import bake
 
@@ -64,7 +65,7 @@ def test_production_manifest_holds_the_brief_assets() -> None:
 def test_valid_entry_round_trips() -> None:
     text = entry(size=12, groups=["vllm", "omni"], urls=["file:///srv/blob.bin", "https://example.org/b"])
     (asset,) = manifest.parse_manifest(text)
-    assert asset == manifest.Asset(
+    assert asset == Asset(
         name="blob",
         path="data/blob.bin",
         sha256=SHA,

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from bake.asset import Asset
 from bake.fetch import FetchRecord
 from bake.fetch.progress import LogProgress, Progress, TqdmProgress, TtyProgress, make_progress, ready_line
-from bake.manifest import Asset
 from tests.image import fail_or_skip
 from tests.mirror import Mirror
 from tests.runners import REPO, cli_env

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from bake import consumers, index, manifest, seal, verify
+from bake.asset import Asset
 from bake.errors import UsageError, VerifyError
-from bake.manifest import Asset, parse_manifest
+from bake.manifest import parse_manifest
 from tests.baked import O200K_URL as VOCAB_URL
 from tests.baked import SMALL_FILES as FILES
 from tests.baked import VOCAB_NAME, make_dest
@@ -190,7 +191,7 @@ def test_seal_writes_bake_serve_for_the_entrypoint(served: tuple[Path, list[Asse
     seal.seal(dest, assets)
     assert (dest / "bake.serve").read_text() == EXPECTED_SERVE
     assert stat.S_IMODE((dest / "bake.serve").stat().st_mode) == 0o444
-    seal.seal(dest, manifest.Assets(reversed(assets), assets.declared))  # idempotent, any order
+    seal.seal(dest, manifest.Manifest.of(reversed(assets), assets.declared))  # idempotent, any order
     assert (dest / "bake.serve").read_text() == EXPECTED_SERVE
 
 
@@ -215,7 +216,7 @@ def test_an_asset_no_consumer_owns_is_verified_and_served_nowhere(served: tuple[
 def test_a_consumer_with_nothing_selected_gets_no_location(served: tuple[Path, list[Asset]]) -> None:
     dest, assets = served
     selected = [a for a in assets if not a.path.startswith(("whisper/", "nltk/"))]
-    seal.seal(dest, manifest.Assets(selected, assets.declared))
+    seal.seal(dest, manifest.Manifest.of(selected, assets.declared))
     serve = (dest / "bake.serve").read_text()
     assert "whisper" not in serve and "nltk" not in serve
     assert "s3tokenizer.0" in serve

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from bake.asset import Asset
 from bake.cache import Cache
 from bake.errors import FetchError, NoSpaceError, UsageError
 from bake.fetch import install
@@ -40,7 +41,6 @@ from bake.fetch.progress import Progress
 from bake.fetch.retry import BACKOFF_BASE, BACKOFF_CAP, RetryPolicy
 from bake.fetch.session import Session
 from bake.fetch.sources import candidate_urls, parse_mirrors
-from bake.manifest import Asset
 
 __all__ = [
     "DEFAULT_CONNECTIONS",

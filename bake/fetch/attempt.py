@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bake.asset import Asset
 from bake.cache import PartialState
 from bake.errors import DownloadError
 from bake.fetch.clock import Clock
@@ -29,7 +30,7 @@ from bake.fetch.transport import (
     describe_error,
     parse_content_range,
 )
-from bake.manifest import Asset, redact_url
+from bake.urls import redact_url
 
 log = logging.getLogger(__name__)
 

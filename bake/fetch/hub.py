@@ -28,13 +28,13 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from bake.asset import Asset
 from bake.errors import DownloadError, UsageError
 from bake.fetch.attempt import Attempt
 from bake.fetch.clock import Clock
 from bake.fetch.failures import Cancelled
 from bake.fetch.sources import HUB_REFUSALS, hf_endpoint, hf_token
 from bake.hashes import GIT_SHA1_HEX, HUB_ETAG_HEX, SHA256_HEX
-from bake.manifest import Asset
 
 log = logging.getLogger(__name__)
 

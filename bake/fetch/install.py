@@ -15,10 +15,10 @@ import threading
 from pathlib import Path, PurePosixPath
 
 from bake import atomic
+from bake.asset import Asset
 from bake.errors import FetchError, UsageError
 from bake.fetch.failures import NO_SPACE_ADVICE
 from bake.hashes import file_matches
-from bake.manifest import Asset
 
 log = logging.getLogger(__name__)
 

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 from bake import atomic
+from bake.asset import Asset
 from bake.cache import Cache
 from bake.errors import ChecksumMismatch, DownloadError, FetchError
 from bake.fetch import install
@@ -37,7 +38,7 @@ from bake.fetch.retry import RetryPolicy
 from bake.fetch.session import Session
 from bake.fetch.sources import Source, candidate_urls, resolve_source
 from bake.hashes import file_matches
-from bake.manifest import Asset, redact_url
+from bake.urls import redact_url
 
 log = logging.getLogger(__name__)
 

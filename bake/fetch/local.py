@@ -25,7 +25,7 @@ from bake.fetch.clock import Clock
 from bake.fetch.failures import Aborted, Unusable
 from bake.fetch.segments import Claim
 from bake.fetch.transfer import Transfer
-from bake.manifest import redact_url
+from bake.urls import redact_url
 
 _T = TypeVar("_T")
 _POLL = 0.1  # seconds between looks at the transfer's abort switch while a call is out

@@ -21,8 +21,8 @@ from bake.text import escape
 from bake.units import MIB
 
 if TYPE_CHECKING:
+    from bake.asset import Asset
     from bake.fetch.options import FetchRecord
-    from bake.manifest import Asset
 
 LOG_EVERY = 5.0  # seconds between lines in a build log
 TTY_EVERY = 0.25  # seconds between redraws of the terminal line

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from bake.asset import Asset
 from bake.errors import DownloadError, ManifestError, UsageError
 from bake.fetch.options import FetchOptions
-from bake.manifest import SCHEMES, Asset, check_url, redact_url
+from bake.urls import SCHEMES, check_url, redact_url
 
 
 def parse_mirrors(specs: Iterable[str]) -> tuple[tuple[str, str], ...]:

@@ -26,7 +26,7 @@ from bake.errors import DownloadError, ManifestError, UsageError
 from bake.fetch.failures import Aborted, BadRange, Unusable
 from bake.fetch.options import FetchOptions
 from bake.fetch.sources import Source, origin_of
-from bake.manifest import check_url, redact_url
+from bake.urls import check_url, redact_url
 
 RETRY_AFTER_CAP = 120.0  # a server may ask for a pause, not for the whole build
 MAX_REDIRECTS = 10

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from bake import consumers
+from bake.asset import Asset
 from bake.errors import FetchError, ManifestError
 from bake.hub.scan import (
     KIND_OF_PREFIX,
@@ -40,7 +41,6 @@ from bake.hub.scan import (
 )
 from bake.hubtable import parse_entry
 from bake.locations import Location
-from bake.manifest import Asset
 
 log = logging.getLogger(__name__)
 

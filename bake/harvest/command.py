@@ -53,9 +53,9 @@ def _report(problems: list) -> None:
 
 def cmd_harvest(args: argparse.Namespace) -> int:
     path = _manifest_path(args)
-    existing = pin.read_existing(path)[1] if args.diff is None or path.is_file() else manifest.Assets()
+    existing = pin.read_existing(path)[1] if args.diff is None or path.is_file() else manifest.Manifest(())
     urls = [u for a in existing if a.hub is None for u in a.urls]
-    found = caches.scan(args.dirs, consumers.table(manifest.declared_consumers(existing)), urls)
+    found = caches.scan(args.dirs, consumers.table(existing.declared), urls)
     if args.diff is not None:
         lacking = diff.missing(found, args.diff)
         plan = pin.make_plan(lacking, [], args.group)

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bake import manifest, manifestedit
+from bake.asset import Asset
 from bake.errors import ManifestError
 from bake.harvest.caches import Found
 from bake.hub.scan import CachedCommit, CachedFile, NotPinned
 from bake.hubtable import HubEntry
-from bake.manifest import Asset
 
 HubKey = tuple[str, str, str]  # (kind, repo, commit)
 
@@ -195,13 +195,13 @@ def new_text(text: str, plan: Plan) -> str:
     return text
 
 
-def read_existing(path: Path) -> tuple[str, manifest.Assets]:
+def read_existing(path: Path) -> tuple[str, manifest.Manifest]:
     """The manifest's text and assets; ('', no assets) for a manifest that does not exist or is empty."""
     if not path.exists() and not path.is_symlink():
-        return "", manifest.Assets()
+        return "", manifest.Manifest(())
     text = manifest.read_manifest_text(path)
     if not text.strip():
-        return text, manifest.Assets()
+        return text, manifest.Manifest(())
     return text, manifest.parse_manifest(text, source=str(path), allow_http=True)
 
 

@@ -16,7 +16,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 
-from bake import servefile
+from bake import paths, servefile
 from bake.hubtable import PREFIX, HubEntry
 
 TREE_FORMAT_VERSION = 1  # huggingface_hub._tree_cache.TREE_CACHE_FORMAT_VERSION
@@ -72,7 +72,7 @@ def _entry_parts(entry: HubEntry, files: dict, links: dict, dirs: dict, places: 
     for d in (entry.folder, f"{entry.folder}/snapshots"):
         dirs[d] = "both"
     dirs[f"{entry.folder}/blobs"] = "copied"
-    inside = {d for f in entry.files for d in servefile.parents(f"{snapshot}/{f.path}")} - set(dirs)
+    inside = {d for f in entry.files for d in paths.parents(f"{snapshot}/{f.path}")} - set(dirs)
     for d in inside:
         dirs.setdefault(d, "copied" if entry.whole_repo else "both")
     if not entry.whole_repo:
@@ -85,7 +85,7 @@ def _entry_parts(entry: HubEntry, files: dict, links: dict, dirs: dict, places: 
         files[name] = servefile.File(PREFIX, "copied", name, f.size, f.sha256)
     for name, text in data_files(entry).items():
         data = text.encode()
-        for d in servefile.parents(name):
+        for d in paths.parents(name):
             dirs[d] = "both"
         files[name] = servefile.File(PREFIX, "both", name, len(data), hashlib.sha256(data).hexdigest())
         places.append(servefile.Place(PREFIX, "copy", f"{PREFIX}/{name}", name))

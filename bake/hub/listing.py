@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from urllib.parse import quote, urljoin
 
-from bake import manifest
 from bake.errors import DownloadError, FetchError, ManifestError
 from bake.fetch.clock import Clock
 from bake.fetch.options import FetchOptions
@@ -37,7 +36,9 @@ from bake.fetch.sources import HUB_REFUSALS, Source, hf_endpoint, hf_token, orig
 from bake.fetch.transport import HttpClient
 from bake.hashes import GIT_SHA1_HEX, HUB_ETAG_HEX, SHA256_HEX
 from bake.hubtable import check_relpath
+from bake.paths import MAX_COMPONENT_BYTES, MAX_PATH_BYTES
 from bake.units import MIB
+from bake.urls import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +242,7 @@ class HubReader:
         else:
             return
         raise self.refused(
-            "a listing", f"{why} ({manifest.redact_url(url)})",
+            "a listing", f"{why} ({redact_url(url)})",
             f"at most {MAX_PAGES} pages, each once, all on {self.endpoint}",
         )  # fmt: skip
 
@@ -318,10 +319,10 @@ def checked_path(reader: HubReader, path: object, where: str) -> str:
     # Where seal puts it: hub/<kind>s--ORG--NAME/snapshots/<commit>/<path>, within the manifest's limits.
     placed = len(f"hub/{reader.kind}s--{reader.repo.replace('/', '--')}/snapshots/{'0' * 40}/") + len(encoded)
     longest = max(len(part.encode("utf-8")) for part in PurePosixPath(path).parts)
-    if placed > manifest.MAX_PATH_BYTES or longest > manifest.MAX_COMPONENT_BYTES:
+    if placed > MAX_PATH_BYTES or longest > MAX_COMPONENT_BYTES:
         raise reader.refused(
             "path", path[:64] + "…",
-            f"at most {manifest.MAX_PATH_BYTES} bytes placed, {manifest.MAX_COMPONENT_BYTES} a component",
+            f"at most {MAX_PATH_BYTES} bytes placed, {MAX_COMPONENT_BYTES} a component",
             where,
         )  # fmt: skip
     return path

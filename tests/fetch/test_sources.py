@@ -6,7 +6,7 @@ import pytest
 
 from bake.errors import UsageError
 from bake.fetch.sources import parse_mirrors
-from bake.manifest import redact_url
+from bake.urls import redact_url
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,10 @@ from pathlib import Path
 import docker as docker_sdk
 import pytest
 
+from bake.asset import Asset
 from bake.consumers import SERVE_NAME
 from bake.index import LOCK_NAME, SUMS_NAME
-from bake.manifest import Asset, load_manifest
+from bake.manifest import load_manifest
 from bake.offline import NAME as OFFLINE_NAME
 from bake.seal import alias_links
 

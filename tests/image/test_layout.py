@@ -16,7 +16,8 @@ from pathlib import PurePosixPath
 import pytest
 import testinfra
 
-from bake.manifest import Asset, manifest_digest
+from bake.asset import Asset
+from bake.manifest import manifest_digest
 
 from . import ALIAS_LINKS, ASSET_ROOT, ASSET_SUBDIRS, INDEX_NAMES, MANIFEST, VOCAB_ASSET, required_env
 

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 import bake
-from bake.manifest import declared_consumers
 from tests.pod import HERE as POD_DIR
 from tests.pod import expectations, install_entrypoint, run_pod
 from tests.serve import SHELLS, Shell, resolved
@@ -26,7 +25,7 @@ from . import ASSET_ROOT, MANIFEST, S3_ASSET, Run, buildx_bake, engine
 
 pytestmark = pytest.mark.docker
 
-DECLARED = {c.name: [str(loc) for loc in c.locations] for c in declared_consumers(MANIFEST)}
+DECLARED = {c.name: [str(loc) for loc in c.locations] for c in MANIFEST.declared}
 EXPECTED = expectations({a.path: a.sha256 for a in MANIFEST}, DECLARED)
 
 

@@ -182,8 +182,8 @@ def test_a_lock_wait_without_deadline_is_bounded_by_the_default(
 ) -> None:
     """In-process, with the default shrunk to a second: waiting behind a stopped process ends, named."""
     from bake import fetch
+    from bake.asset import Asset
     from bake.fetch import clock
-    from bake.manifest import Asset
 
     monkeypatch.setattr(clock, "DEADLINE_FLOOR", 1.0)
     monkeypatch.setattr(clock, "DEADLINE_RATE", 1 << 40)

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bake import manifest
+from bake import manifest, urls
 from tests.mirror import Mirror
 
 from . import KIB, REPO, bake, blob, cli_env, error_text, manifest_text, sha256
@@ -165,7 +165,7 @@ def test_add_writes_no_query_credentials(tmp_path: Path, clean_net_env: None, pa
     ],
 )
 def test_messages_never_show_a_query_credential(url: str, shown: str) -> None:
-    assert manifest.redact_url(url) == shown
+    assert urls.redact_url(url) == shown
 
 
 # -- finding 5: mistakes that pass in silence -----------------------------------------------------------
