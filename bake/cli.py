@@ -263,7 +263,7 @@ def _add_add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _add_hub_add_options(add: argparse.ArgumentParser) -> None:
     """The options ``bake add`` takes for a Hub repository (hf://ORG/REPO[@REV])."""
-    from bake import hubtable
+    from bake.hub import entry as hub_entry
 
     add.add_argument(
         "--include",
@@ -273,11 +273,11 @@ def _add_hub_add_options(add: argparse.ArgumentParser) -> None:
         help="only files matching P (fnmatch); repeatable",
     )
     add.add_argument("--exclude", action="append", default=[], metavar="P", help="skip files matching P")
-    add.add_argument("--repo-type", choices=hubtable.KINDS, help="model (default) or dataset")
+    add.add_argument("--repo-type", choices=hub_entry.KINDS, help="model (default) or dataset")
     add.add_argument(
         "--downloader",
-        choices=hubtable.DOWNLOADERS,
-        help=f"how fetch gets the bytes (default {hubtable.DEFAULT_DOWNLOADER}; recorded only if different)",
+        choices=hub_entry.DOWNLOADERS,
+        help=f"how fetch gets the bytes (default {hub_entry.DEFAULT_DOWNLOADER}; recorded only if different)",
     )
 
 
@@ -758,19 +758,47 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_repository(args: argparse.Namespace, options) -> int:
+    """``bake add hf://ORG/REPO[@REV]``: pin a whole Hub repository, print what was pinned; exit 0, 2 or 3."""
+    from bake.add import hub as hub_add
+
+    for option in ("name", "path", "sha256", "size_only"):
+        if getattr(args, option, None):
+            raise UsageError(
+                f"--{option.replace('_', '-')} is for one file; {args.target} pins a whole repository"
+            )
+    pinned = hub_add.pin_repository(
+        Path(args.manifest),
+        args.target,
+        options,
+        repo_type=args.repo_type,
+        include=args.include,
+        exclude=args.exclude,
+        groups=args.group,
+        downloader=args.downloader,
+    )
+    print(
+        f"bake: pinned {pinned.url} at {pinned.commit}: {pinned.files} file(s), {pinned.total} bytes, "
+        f"in {pinned.manifest}",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def cmd_add(args: argparse.Namespace) -> int:
     from bake import add
 
     options = _fetch_options(args)
     if args.target.startswith("hf://"):
-        from bake.hub import add as hub_add
+        from bake.add import hub as hub_add
 
         if hub_add.is_repo_url(args.target):  # hf://ORG/REPO[@REV]: a whole Hub repository, [[hub]]
-            return hub_add.cmd_add(args, options)
-    if args.include or args.exclude or args.repo_type or args.downloader:
-        from bake.hub import add as hub_add
-
-        hub_add.refuse_repo_options(args)
+            return _add_repository(args, options)
+    for option in ("include", "exclude", "repo_type", "downloader"):
+        if getattr(args, option, None):
+            raise UsageError(
+                f"--{option.replace('_', '-')} is for hf://ORG/REPO[@REV]; {args.target} is one file"
+            )
     path = Path(args.manifest)
     if args.size_only:
         if args.name or args.path or args.sha256 or args.group:

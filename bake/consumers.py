@@ -26,8 +26,9 @@ from typing import Protocol
 from bake import servefile
 from bake.errors import ManifestError
 from bake.hashes import sha256_file
-from bake.hubtable import PREFIX as HUB_PREFIX
-from bake.hubtable import HubEntry
+from bake.hub import layout
+from bake.hub.entry import PREFIX as HUB_PREFIX
+from bake.hub.entry import HubEntry
 from bake.locations import Location, parse_location
 from bake.tables import expect_table, refuse_unknown_keys
 
@@ -418,8 +419,8 @@ class Hub(Consumer):
     It owns ``hub/``, where each blob is an asset fetched like any other. Its one location
     follows huggingface_hub's precedence (``HUB_CACHE``). Built from the entries a selection
     holds whole, it gives seal the snapshot links (its aliases), the refs and tree listings,
-    and the entrypoint its records, all from ``bake.hub.layout``, which it loads only when it
-    has entries: a manifest without ``[[hub]]`` never runs Hub code.
+    and the entrypoint its records, all from ``bake.hub.layout``; with no entries (a manifest
+    without ``[[hub]]``) it gives none.
     """
 
     builtin = True
@@ -441,24 +442,18 @@ class Hub(Consumer):
         """The snapshot links: ``snapshots/<commit>/<path>`` to ``../../blobs/<etag>``, relative."""
         if not self.entries:
             return {}
-        from bake.hub import layout
-
         return {self.prefix + name: to for e in self.entries for name, to in layout.snapshot_links(e).items()}
 
     def seal_files(self) -> dict[str, str]:
         """``refs/<ref>`` and ``trees/<commit>.json``, as huggingface_hub writes them."""
         if not self.entries:
             return {}
-        from bake.hub import layout
-
         return {self.prefix + name: text for e in self.entries for name, text in layout.data_files(e).items()}
 
     def serve_records(self, files: Sequence[BakedFile], aliases: Mapping[str, str]) -> list[servefile.Record]:
         """Its chain of ``loc`` records, then the layout's set, directories, placements, files and links."""
         if not self.entries:
             return []
-        from bake.hub import layout
-
         return [*self.loc_records(), *layout.entry_records(self.entries)]
 
     def doctor(self, root: Path, files: Sequence[BakedFile], environ: Mapping[str, str]) -> list[Finding]:

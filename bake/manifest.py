@@ -12,11 +12,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bake import consumers, hubtable, offline, servefile
+from bake import consumers, offline, servefile
 from bake.asset import Asset
 from bake.errors import ManifestError
 from bake.hashes import SHA256_HEX
-from bake.hubtable import HubEntry
+from bake.hub import schema as hub_schema
+from bake.hub.entry import HubEntry
 from bake.paths import check_path, parents
 from bake.tables import expect_table, refuse_unknown_keys
 from bake.text import escape, has_control
@@ -66,7 +67,7 @@ class Manifest:
     def of(cls, assets: Iterable[Asset], declared: Iterable[consumers.Consumer] = ()) -> Manifest:
         """Return the manifest of ``assets``, with the Hub entries every blob of which is among them."""
         assets = tuple(assets)
-        return cls(assets, tuple(declared), tuple(hubtable.selected_entries(assets)))
+        return cls(assets, tuple(declared), tuple(hub_schema.selected_entries(assets)))
 
     def __iter__(self) -> Iterator[Asset]:
         return iter(self.assets)
@@ -252,11 +253,11 @@ def parse_manifest(
         _check_serve_limits(consumer)
     table = consumers.table(declared)
     raw_assets = _array_of_tables(data, "asset", source)
-    hub_entries = hubtable.parse_entries(data.get("hub"), source)
+    hub_entries = hub_schema.parse_entries(data.get("hub"), source)
     if not raw_assets and not hub_entries and not allow_empty:
         raise ManifestError(f"{source}: no [[asset]] tables found; a manifest lists at least one asset")
     assets = [parse_asset(raw, i, allow_http=allow_http, table=table) for i, raw in enumerate(raw_assets)]
-    assets += [Asset(**fields) for fields in hubtable.blob_fields(hub_entries)]
+    assets += [Asset(**fields) for fields in hub_schema.blob_fields(hub_entries)]
     for field in ("name", "path"):
         seen: dict[str, str] = {}
         for asset in assets:
@@ -362,7 +363,7 @@ def manifest_digest(assets: Iterable[Asset]) -> str:
         key=lambda e: e["path"],
     )
     declared = sorted((c.declaration() for c in manifest.declared), key=lambda d: d["name"])
-    hub = hubtable.digest_records(manifest.hub)
+    hub = hub_schema.digest_records(manifest.hub)
     extras = {"consumers": declared} if declared else {}
     extras |= {"hub": hub} if hub else {}
     doc = {"assets": entries, **extras} if extras else entries

@@ -228,8 +228,7 @@ def test_what_to_do_fits_the_failure_and_is_whole(
 def test_fetch_without_a_hub_asset_loads_no_hub_code(mirror: Mirror, tmp_path: Path) -> None:
     """`bake fetch` goes straight to the engine: no Hub downloader, no Hub adding, no huggingface_hub.
 
-    (bake.hub.layout still comes in through the CLI's import of seal, until the Hub joins the
-    consumer table.)
+    (bake.hub's values, schema and layout come in with the consumer table; none of them runs.)
     """
     data = blob(10 * KIB)
     mirror.add("/f.bin", data)
@@ -242,7 +241,7 @@ def test_fetch_without_a_hub_asset_loads_no_hub_code(mirror: Mirror, tmp_path: P
         "import sys; from bake import cli\n"
         f"assert cli.main(['fetch', '--manifest', {str(manifest)!r}, '--dest', {str(tmp_path / 'd')!r}, "
         f"'--cache-dir', {str(tmp_path / 'c')!r}, '-q']) == 0\n"
-        "hub = ('bake.hub.add', 'bake.hub.listing', 'bake.fetch.hub', 'huggingface_hub', 'httpx2')\n"
+        "hub = ('bake.add.hub', 'bake.add.listing', 'bake.fetch.hub', 'huggingface_hub', 'httpx2')\n"
         "print(sorted(m for m in sys.modules if m.startswith(hub)))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}

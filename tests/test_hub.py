@@ -22,9 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bake import consumers, servefile
-from bake import hubtable as schema
 from bake.errors import ManifestError
-from bake.hub import layout
+from bake.hub import layout, schema
 from bake.manifest import manifest_digest, parse_manifest
 from tests.hub_server import LoopbackHub
 from tests.isolation import NETWORK_ENV

@@ -39,7 +39,7 @@ from bake.hub.scan import (
     served_link,
     what_is,
 )
-from bake.hubtable import parse_entry
+from bake.hub.schema import parse_entry
 from bake.locations import Location
 
 log = logging.getLogger(__name__)

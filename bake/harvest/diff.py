@@ -16,7 +16,7 @@ from pathlib import Path
 from bake import servefile
 from bake.errors import FetchError, UsageError
 from bake.harvest.caches import Found
-from bake.hubtable import PREFIX as HUB_PREFIX
+from bake.hub.entry import PREFIX as HUB_PREFIX
 from bake.index import LOCK_NAME, read_lock
 
 

@@ -17,7 +17,7 @@ import json
 from collections.abc import Sequence
 
 from bake import paths, servefile
-from bake.hubtable import PREFIX, HubEntry
+from bake.hub.entry import PREFIX, HubEntry
 
 TREE_FORMAT_VERSION = 1  # huggingface_hub._tree_cache.TREE_CACHE_FORMAT_VERSION
 

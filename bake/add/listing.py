@@ -35,7 +35,7 @@ from bake.fetch.session import Session
 from bake.fetch.sources import HUB_REFUSALS, Source, hf_endpoint, hf_token, origin_of
 from bake.fetch.transport import HttpClient
 from bake.hashes import GIT_SHA1_HEX, HUB_ETAG_HEX, SHA256_HEX
-from bake.hubtable import check_relpath
+from bake.hub.schema import check_relpath
 from bake.paths import MAX_COMPONENT_BYTES, MAX_PATH_BYTES
 from bake.units import MIB
 from bake.urls import redact_url

@@ -1,7 +1,7 @@
 """``bake add hf://ORG/REPO[@REV]``: pin a Hub repository at a commit and record every selected file.
 
 The revision (a branch, a tag, or nothing for ``main``) is resolved to its commit, and
-the files there are listed page by page (bake.hub.listing), every answer checked before
+the files there are listed page by page (bake.add.listing), every answer checked before
 it is used. LFS files are recorded with the sha256 the Hub lists, and never downloaded.
 The others are read once, at the pinned commit, through bake's HTTP client, streamed
 through sha256 and git's blob hash and checked against their blob id; no byte of them
@@ -12,19 +12,19 @@ the manifest keeps every byte, and two adds at once keep both entries.
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import hashlib
 import json
 import re
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from bake import hubtable, manifest, manifestedit
+from bake import manifest, manifestedit
+from bake.add.listing import HubReader, Listed
 from bake.errors import FetchError, ManifestError, UsageError
 from bake.fetch.options import FetchOptions
-from bake.hub.listing import HubReader, Listed
+from bake.hub.entry import DEFAULT_DOWNLOADER
 
 _URL = re.compile(r"^hf://(?:(datasets)/)?([^/@]+/[^/@]+)(?:@([^/]+))?/?$")
 
@@ -32,15 +32,6 @@ _URL = re.compile(r"^hf://(?:(datasets)/)?([^/@]+/[^/@]+)(?:@([^/]+))?/?$")
 def is_repo_url(url: str) -> bool:
     """True for ``hf://[datasets/]ORG/REPO[@REV]`` (a repository, not one file)."""
     return bool(_URL.match(url))
-
-
-def refuse_repo_options(args: argparse.Namespace) -> None:
-    """Raise UsageError when a one-file ``bake add`` got an option that only a repository takes."""
-    for option in ("include", "exclude", "repo_type", "downloader"):
-        if getattr(args, option, None):
-            raise UsageError(
-                f"--{option.replace('_', '-')} is for hf://ORG/REPO[@REV]; {args.target} is one file"
-            )
 
 
 def parse_url(url: str, repo_type: str | None) -> tuple[str, str, str | None]:
@@ -142,14 +133,34 @@ def append_entry(manifest_path: Path, entry: dict) -> None:
         manifestedit.replace(target, new)
 
 
-def cmd_add(args: argparse.Namespace, options: FetchOptions) -> int:
-    """Run ``bake add`` for a Hub repository; print what was pinned. Exit codes: 0, 2, 3."""
-    url = args.target
-    for option in ("name", "path", "sha256", "size_only"):
-        if getattr(args, option, None):
-            raise UsageError(f"--{option.replace('_', '-')} is for one file; {url} pins a whole repository")
-    repo, kind, revision = parse_url(url, args.repo_type)
-    manifest_path = Path(args.manifest)
+@dataclass(frozen=True)
+class Pinned:
+    """What ``pin_repository`` appended: the repository's commit, and its files' count and bytes."""
+
+    url: str
+    commit: str
+    files: int
+    total: int
+    manifest: Path
+
+
+def pin_repository(
+    manifest_path: Path,
+    url: str,
+    options: FetchOptions,
+    *,
+    repo_type: str | None = None,
+    include: list[str] | tuple[str, ...] = (),
+    exclude: list[str] | tuple[str, ...] = (),
+    groups: list[str] | tuple[str, ...] = (),
+    downloader: str | None = None,
+) -> Pinned:
+    """Pin the repository ``url`` names at a commit and append its ``[[hub]]`` entry; return what was pinned.
+
+    Raises UsageError, FetchError or ManifestError (the manifest unchanged).
+    """
+    include, exclude = list(include), list(exclude)
+    repo, kind, revision = parse_url(url, repo_type)
     if manifest_path.exists() and not manifest_path.is_file():
         raise UsageError(f"--manifest {manifest_path}: not a file")
     reader = HubReader(repo, kind, options)
@@ -157,26 +168,20 @@ def cmd_add(args: argparse.Namespace, options: FetchOptions) -> int:
     listed = reader.files(commit)
     if not listed:
         raise FetchError(f"{reader.label}@{commit}: the Hub lists no file there; nothing to pin")
-    chosen = _select(listed, args.include, args.exclude, url)
+    chosen = _select(listed, include, exclude, url)
     entry = {
         "repo": repo,
         "type": kind if kind != "model" else None,
         "commit": commit,
         "ref": None if revision == commit else revision or "main",
-        "include": args.include,
-        "exclude": args.exclude,
-        "groups": args.group,
-        "downloader": args.downloader if args.downloader not in (None, hubtable.DEFAULT_DOWNLOADER) else None,
+        "include": include,
+        "exclude": exclude,
+        "groups": list(groups),
+        "downloader": downloader if downloader not in (None, DEFAULT_DOWNLOADER) else None,
         "files": file_records(reader, commit, chosen, options.connections),
     }
     try:
         append_entry(manifest_path, entry)
     except ManifestError as exc:
         raise ManifestError(f"{url}: not added, the manifest is unchanged: {exc}") from None
-    total = sum(f["size"] for f in entry["files"])
-    count = len(entry["files"])
-    print(
-        f"bake: pinned {url} at {commit}: {count} file(s), {total} bytes, in {manifest_path}",
-        file=sys.stderr,
-    )
-    return 0
+    return Pinned(url, commit, len(entry["files"]), sum(f["size"] for f in entry["files"]), manifest_path)
