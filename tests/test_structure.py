@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -196,6 +198,62 @@ def test_the_walk_sees_type_checking_and_function_local_imports() -> None:
 
 def test_no_module_under_bake_imports_one_that_imports_it_back() -> None:
     assert _cycles(GRAPH) == []
+
+
+# A package is one room: its modules may import each other, but no room imports one that imports it back.
+ROOMS = ("bake.fetch", "bake.hub", "bake.testing", "bake.add", "bake.harvest")
+
+
+def _room(module: str) -> str:
+    return next((room for room in ROOMS if module == room or module.startswith(room + ".")), module)
+
+
+def _room_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    rooms: dict[str, set[str]] = {}
+    for module, imports in graph.items():
+        rooms.setdefault(_room(module), set()).update(_room(m) for m in imports if _room(m) != _room(module))
+    for imports in list(rooms.values()):
+        for room in imports:
+            rooms.setdefault(room, set())
+    return rooms
+
+
+def test_a_package_counts_as_one_room() -> None:
+    graph = {"bake.fetch.job": {"bake.hub.entry"}, "bake.hub.schema": {"bake.fetch"}, "bake.fetch": set()}
+    assert _cycles(_room_graph(graph)) == [["bake.fetch", "bake.hub"]]
+
+
+def test_no_room_imports_one_that_imports_it_back() -> None:
+    assert _cycles(_room_graph(GRAPH)) == []
+
+
+# What `import bake.fetch` must not load: the engine takes values and errors, never the parser,
+# the consumer table, bake.serve's format or the Hub's code.
+NOT_IN_THE_ENGINE = (
+    "bake.manifest",
+    "bake.consumers",
+    "bake.locations",
+    "bake.servefile",
+    "bake.hub",
+    "bake.add",
+    "bake.fetch.hub",
+    "huggingface_hub",
+)
+
+
+def test_importing_the_fetch_engine_loads_no_parser_consumer_table_or_hub() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import bake.fetch"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        check=True,
+    )
+    # "import time: self [us] | cumulative | imported package", one line a module, nested by indent.
+    loaded = {line.rpartition("|")[2].strip() for line in proc.stderr.splitlines() if "|" in line}
+    assert {"bake.fetch", "bake.asset", "bake.urls"} <= loaded
+    assert sorted(m for m in loaded if m.startswith(NOT_IN_THE_ENGINE)) == []
 
 
 def test_every_module_has_a_place_in_the_declared_order() -> None:
