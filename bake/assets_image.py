@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bake import reference
-from bake.context import describe_exit
 from bake.errors import BuildError, UsageError
 from bake.manifest import load_manifest, manifest_digest, select
+from bake.process import describe_exit
 from bake.text import escape
 
 log = logging.getLogger(__name__)

@@ -11,8 +11,9 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from bake import assets_image as assets_image_mod
-from bake.context import LISTING_LIMIT, ContextReport, check_context, describe_exit, export_context
+from bake.context import LISTING_LIMIT, ContextReport, check_context, export_context
 from bake.errors import BuildError, ContextDirty
+from bake.process import describe_exit
 
 log = logging.getLogger(__name__)
 

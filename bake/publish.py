@@ -39,8 +39,8 @@ from pathlib import Path
 
 from bake import __version__
 from bake.assets_image import check_repo, manifest_digest_of, publish_once, registry_digest
-from bake.context import describe_exit
 from bake.errors import BuildError
+from bake.process import describe_exit
 
 log = logging.getLogger(__name__)
 

@@ -35,6 +35,7 @@ LAYERS = {
         "bake.hub.entry",
         "bake.asset",
         "bake.hashes",
+        "bake.process",
         "bake.atomic",
         "bake.tables",
         "bake.reference",
@@ -73,6 +74,10 @@ LAYERS = {
     "the destination: its index, the seal, verification": ["bake.index", "bake.seal", "bake.verify"],
     "editing a manifest": ["bake.manifestedit", "bake.add", "bake.add.listing", "bake.add.hub"],
     "the checked build": [
+        "bake.context.git",
+        "bake.context.dockerignore",
+        "bake.context.check",
+        "bake.context.export",
         "bake.context",
         "bake.assets_image",
         "bake.build",
@@ -201,7 +206,7 @@ def test_no_module_under_bake_imports_one_that_imports_it_back() -> None:
 
 
 # A package is one room: its modules may import each other, but no room imports one that imports it back.
-ROOMS = ("bake.fetch", "bake.hub", "bake.testing", "bake.add", "bake.harvest")
+ROOMS = ("bake.fetch", "bake.hub", "bake.testing", "bake.add", "bake.harvest", "bake.context")
 
 
 def _room(module: str) -> str:
