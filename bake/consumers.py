@@ -30,7 +30,7 @@ from bake.hub import layout
 from bake.hub.entry import PREFIX as HUB_PREFIX
 from bake.hub.entry import HubEntry
 from bake.locations import Location, parse_location
-from bake.tables import expect_table, refuse_unknown_keys
+from bake.tomlkeys import expect_mapping, refuse_unknown_keys
 
 SERVE_NAME = servefile.NAME
 SERVE_HEADER = servefile.HEADER
@@ -218,7 +218,7 @@ class Consumer:
         return findings
 
 
-def s3tokenizer_table() -> dict[str, tuple[str, str]] | None:
+def s3tokenizer_models() -> dict[str, tuple[str, str]] | None:
     """Return s3tokenizer's ``{model: (url, sha256)}`` read from its source by ``ast``, or None.
 
     Importing s3tokenizer imports torch, so the module is parsed, never run.
@@ -226,12 +226,12 @@ def s3tokenizer_table() -> dict[str, tuple[str, str]] | None:
     origin = _module_source("s3tokenizer")
     if origin is None:
         return None
-    tables: dict[str, dict] = {}
+    found: dict[str, dict] = {}
     for node in ast.parse(origin.read_text(encoding="utf-8")).body:
         target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
         if isinstance(target, ast.Name) and target.id in ("_MODELS", "_SHA256S"):
-            tables[target.id] = ast.literal_eval(node.value)
-    models, hashes = tables.get("_MODELS", {}), tables.get("_SHA256S", {})
+            found[target.id] = ast.literal_eval(node.value)
+    models, hashes = found.get("_MODELS", {}), found.get("_SHA256S", {})
     return {name: (url, hashes.get(name, "")) for name, url in models.items()}
 
 
@@ -253,25 +253,25 @@ class S3Tokenizer(Consumer):
             )
 
     def path_for_url(self, url: str) -> str | None:
-        table = s3tokenizer_table() or {}
-        model = next((m for m, (u, _) in table.items() if u == url), None)
+        models = s3tokenizer_models() or {}
+        model = next((m for m, (u, _) in models.items() if u == url), None)
         return f"{self.prefix}{model}.onnx" if model else None
 
     def known_urls(self) -> tuple[str, ...]:
-        return tuple(url for url, _ in (s3tokenizer_table() or {}).values())
+        return tuple(url for url, _ in (s3tokenizer_models() or {}).values())
 
     def library_sha256(self, asset: AssetLike) -> str | None:
-        table = s3tokenizer_table() or {}
-        return table.get(PurePosixPath(asset.path).stem, ("", ""))[1] or None
+        models = s3tokenizer_models() or {}
+        return models.get(PurePosixPath(asset.path).stem, ("", ""))[1] or None
 
     def check_entry(self, asset: AssetLike) -> Finding | None:
-        table = s3tokenizer_table()
-        if table is None:
+        models = s3tokenizer_models()
+        if models is None:
             return None
         model = PurePosixPath(asset.path).stem
-        if model not in table:
+        if model not in models:
             return Finding(self.name, asset.name, False, f"model {model!r} is not in its table")
-        url, sha = table[model]
+        url, sha = models[model]
         problems = []
         if sha != asset.sha256:
             problems.append(f"sha256 {asset.sha256} in the manifest, {sha} in s3tokenizer")
@@ -280,14 +280,14 @@ class S3Tokenizer(Consumer):
         return Finding(self.name, asset.name, not problems, "; ".join(problems) or "matches")
 
     def doctor(self, root: Path, files: Sequence[BakedFile], environ: Mapping[str, str]) -> list[Finding]:
-        table = s3tokenizer_table()
-        if table is None:
+        models = s3tokenizer_models()
+        if models is None:
             return []
         findings = []
         for f in files:
-            table_sha = table.get(PurePosixPath(f.path).stem, ("", ""))[1]
-            if table_sha != f.sha256:
-                expected = table_sha or "(no entry)"
+            known_sha = models.get(PurePosixPath(f.path).stem, ("", ""))[1]
+            if known_sha != f.sha256:
+                expected = known_sha or "(no entry)"
                 detail = (
                     f"its table expects sha256 {expected}, the baked file is {f.sha256}; it would re-download"
                 )
@@ -297,19 +297,19 @@ class S3Tokenizer(Consumer):
         return findings
 
 
-def tiktoken_table() -> dict[str, str] | None:
+def tiktoken_hashes() -> dict[str, str] | None:
     """Return tiktoken's ``{url: expected sha256}`` from ``tiktoken_ext.openai_public``, or None."""
     origin = _module_source("tiktoken_ext.openai_public")
     if origin is None:
         return None
-    table = {}
+    hashes = {}
     for node in ast.walk(ast.parse(origin.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "load_tiktoken_bpe":
             url = node.args[0] if node.args else None
             expected = next((k.value for k in node.keywords if k.arg == "expected_hash"), None)
             if isinstance(url, ast.Constant) and isinstance(expected, ast.Constant):
-                table[url.value] = expected.value
-    return table
+                hashes[url.value] = expected.value
+    return hashes
 
 
 def sha1_name(url: str) -> str:
@@ -350,10 +350,10 @@ class Tiktoken(Consumer):
 
     def path_for_url(self, url: str) -> str | None:
         vocab = url.startswith("https://") and url.rsplit("/", 1)[-1].endswith(".tiktoken")
-        return self.prefix + sha1_name(url) if vocab or url in (tiktoken_table() or {}) else None
+        return self.prefix + sha1_name(url) if vocab or url in (tiktoken_hashes() or {}) else None
 
     def known_urls(self) -> tuple[str, ...]:
-        return tuple(tiktoken_table() or {})
+        return tuple(tiktoken_hashes() or {})
 
     def aliases(self, assets: Iterable[AssetLike]) -> dict[str, str]:
         """``tiktoken/<encoding>.tiktoken`` links, for ``TIKTOKEN_ENCODINGS_BASE`` readers."""
@@ -366,17 +366,19 @@ class Tiktoken(Consumer):
         return links
 
     def library_sha256(self, asset: AssetLike) -> str | None:
-        return (tiktoken_table() or {}).get(asset.canonical_url() or "")
+        return (tiktoken_hashes() or {}).get(asset.canonical_url() or "")
 
     def check_entry(self, asset: AssetLike) -> Finding | None:
-        table = tiktoken_table()
-        if table is None:
+        hashes = tiktoken_hashes()
+        if hashes is None:
             return None
         canonical = asset.canonical_url()
-        if canonical not in table:
+        if canonical not in hashes:
             return Finding(self.name, asset.name, False, f"{canonical} is not in its table")
-        ok = table[canonical] == asset.sha256
-        detail = "matches" if ok else f"sha256 {asset.sha256} in the manifest, {table[canonical]} in tiktoken"
+        ok = hashes[canonical] == asset.sha256
+        detail = (
+            "matches" if ok else f"sha256 {asset.sha256} in the manifest, {hashes[canonical]} in tiktoken"
+        )
         return Finding(self.name, asset.name, ok, detail)
 
     def doctor(self, root: Path, files: Sequence[BakedFile], environ: Mapping[str, str]) -> list[Finding]:
@@ -511,7 +513,7 @@ BUILTINS: tuple[Consumer, ...] = (S3Tokenizer(), Tiktoken(), Hub())
 
 def parse_consumer(raw: object, index: int) -> Consumer:
     """Validate one ``[[consumer]]`` table and return it. Raises ManifestError naming the consumer."""
-    raw = expect_table(raw, f"consumer #{index + 1}")
+    raw = expect_mapping(raw, f"consumer #{index + 1}")
     name = raw.get("name")
     where = f"consumer {name!r}" if isinstance(name, str) and name else f"consumer #{index + 1}"
     refuse_unknown_keys(raw, _CONSUMER_KEYS, where)

@@ -19,8 +19,8 @@ from bake.hashes import SHA256_HEX
 from bake.hub import schema as hub_schema
 from bake.hub.entry import HubEntry
 from bake.paths import check_path, parents
-from bake.tables import expect_table, refuse_unknown_keys
 from bake.text import escape, has_control
+from bake.tomlkeys import expect_mapping, refuse_unknown_keys
 from bake.urls import check_url
 
 DEFAULT_MANIFEST = "docker/assets.toml"
@@ -131,7 +131,7 @@ def parse_asset(
     The owning consumer in ``table`` (if any) checks its naming rule. Raises
     ManifestError naming the asset and the broken rule.
     """
-    raw = expect_table(raw, f"asset #{index + 1}")
+    raw = expect_mapping(raw, f"asset #{index + 1}")
     name = raw.get("name")
     where = f"asset {name!r}" if isinstance(name, str) and name else f"asset #{index + 1}"
     refuse_unknown_keys(raw, _ALLOWED_KEYS, where)

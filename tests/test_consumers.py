@@ -23,9 +23,9 @@ VOCAB_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tik
 VOCAB_NAME = hashlib.sha1(VOCAB_URL.encode()).hexdigest()
 
 
-def test_s3tokenizer_table_is_read_without_running_the_module() -> None:
+def test_s3tokenizer_models_are_read_without_running_the_module() -> None:
     probe = (
-        "import sys, json; from bake import consumers; t = consumers.s3tokenizer_table(); "
+        "import sys, json; from bake import consumers; t = consumers.s3tokenizer_models(); "
         "print(json.dumps([t['speech_tokenizer_v3_25hz'], "
         "'s3tokenizer' in sys.modules, 'torch' in sys.modules]))"
     )
@@ -38,9 +38,9 @@ def test_s3tokenizer_table_is_read_without_running_the_module() -> None:
     assert (imported_s3, imported_torch) == (False, False)
 
 
-def test_tiktoken_table_has_o200k() -> None:
+def test_tiktoken_hashes_have_o200k() -> None:
     assert (
-        consumers.tiktoken_table()[VOCAB_URL]
+        consumers.tiktoken_hashes()[VOCAB_URL]
         == "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
     )
 
@@ -92,7 +92,7 @@ def test_doctor_accepts_served_locations(tmp_path, baked, monkeypatch) -> None:
     root, files = baked
     serve_locations(tmp_path, root, monkeypatch)
     monkeypatch.setattr(
-        consumers, "s3tokenizer_table", lambda: {"speech_tokenizer_v3_25hz": ("https://x", files[0].sha256)}
+        consumers, "s3tokenizer_models", lambda: {"speech_tokenizer_v3_25hz": ("https://x", files[0].sha256)}
     )
     findings = consumers.doctor(root, files)
     assert {(f.consumer, f.ok) for f in findings} == {
@@ -192,7 +192,7 @@ def test_naming_rules_give_bake_add_its_path(url: str, path: str | None) -> None
 
 
 def test_s3tokenizer_naming_rule_needs_its_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(consumers, "s3tokenizer_table", lambda: None)
+    monkeypatch.setattr(consumers, "s3tokenizer_models", lambda: None)
     url = "https://www.modelscope.cn/models/iic/CosyVoice2-0.5B/resolve/master/speech_tokenizer_v2.onnx"
     assert consumers.S3Tokenizer().path_for_url(url) is None
 

@@ -37,7 +37,7 @@ LAYERS = {
         "bake.hashes",
         "bake.process",
         "bake.atomic",
-        "bake.tables",
+        "bake.tomlkeys",
         "bake.reference",
         "bake.servefile",
         "bake.hub.schema",

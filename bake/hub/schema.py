@@ -19,7 +19,7 @@ from bake.errors import ManifestError
 from bake.hashes import GIT_SHA1_HEX, SHA256_HEX
 from bake.hub.entry import DEFAULT_DOWNLOADER, DOWNLOADERS, KINDS, HubBlob, HubEntry, HubFile, blob_path
 from bake.paths import parents
-from bake.tables import expect_table, refuse_unknown_keys
+from bake.tomlkeys import expect_mapping, refuse_unknown_keys
 
 _ENTRY_KEYS = {"repo", "type", "commit", "ref", "include", "exclude", "groups", "downloader", "files"}
 _FILE_KEYS = {"path", "size", "sha256", "blob", "lfs"}
@@ -115,7 +115,7 @@ def _parse_head(raw: dict, where: str) -> tuple[str, str, str, str | None, str]:
 
 def parse_entry(raw: object, index: int) -> HubEntry:
     """Validate one ``[[hub]]`` table and return it. Raises ManifestError naming the repository."""
-    raw = expect_table(raw, f"hub #{index + 1} (written [[hub]])")
+    raw = expect_mapping(raw, f"hub #{index + 1} (written [[hub]])")
     where = _where(raw, index)
     refuse_unknown_keys(raw, _ENTRY_KEYS, where)
     repo, kind, commit, ref, downloader = _parse_head(raw, where)

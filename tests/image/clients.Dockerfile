@@ -25,7 +25,7 @@ RUN --mount=type=secret,id=ca,target=/run/secrets/ca \
     test -n "${S3_TEST_TABLE}"; \
     for pair in ${S3_TEST_TABLE}; do \
       model="${pair%%=*}"; sha="${pair#*=}"; \
-      upstream="$(PYTHONPATH=/opt/bake/lib python3 -c 'import sys; from bake.consumers import s3tokenizer_table; print(s3tokenizer_table()[sys.argv[1]][1])' "$model")"; \
+      upstream="$(PYTHONPATH=/opt/bake/lib python3 -c 'import sys; from bake.consumers import s3tokenizer_models; print(s3tokenizer_models()[sys.argv[1]][1])' "$model")"; \
       test "$(grep -c "${upstream}" "$init")" = 1; \
       sed -i "s/${upstream}/${sha}/" "$init"; \
       grep -q "\"${sha}\"" "$init"; \

@@ -117,7 +117,7 @@ def test_s3tokenizer_code_is_its_own(s3: dict) -> None:
     assert s3["defined"] == ["_MODELS", "_SHA256S", "_download", "available_models", "load_model"]
 
 
-def test_s3tokenizer_table_names_the_test_checkpoint(s3: dict) -> None:
+def test_s3tokenizer_models_name_the_test_checkpoint(s3: dict) -> None:
     assert s3["table_sha256"] == S3_ASSET.sha256
 
 

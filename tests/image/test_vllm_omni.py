@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from bake.consumers import s3tokenizer_table
+from bake.consumers import s3tokenizer_models
 from tests.registries import REGISTRY, remove_images_named
 
 from . import CLIENT_PROBE, PROBE_TEXT, REPO, S3_ASSET, required_env
@@ -59,7 +59,7 @@ def loader_site(target: Path) -> Path:
     """s3tokenizer's own source, its table naming the test checkpoint (as clients.Dockerfile patches it),
     tqdm, and the client probe: mounted read-only into the job, so the image gains no package."""
     origin = Path(importlib.util.find_spec("s3tokenizer").origin)
-    upstream = s3tokenizer_table()[MODEL][1]
+    upstream = s3tokenizer_models()[MODEL][1]
     source = origin.read_text()
     assert source.count(upstream) == 1, f"{origin}: expected {MODEL}'s sha256 {upstream} once"
     (target / "s3tokenizer").mkdir(parents=True)

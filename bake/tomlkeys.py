@@ -1,4 +1,4 @@
-"""The first checks on any manifest table: it is a table, and it holds only the keys its kind allows."""
+"""The first checks on any manifest entry: it is a TOML table, and it holds only the keys its kind allows."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Collection
 from bake.errors import ManifestError
 
 
-def expect_table(raw: object, label: str) -> dict:
+def expect_mapping(raw: object, label: str) -> dict:
     """Return ``raw`` when it is a TOML table. Raises ManifestError naming ``label`` otherwise."""
     if not isinstance(raw, dict):
         raise ManifestError(f"{label}: expected a table, got {type(raw).__name__}")
