@@ -24,6 +24,11 @@ def sha256_file(path: str | Path, *, chunk: int = CHUNK) -> str:
     return digest.hexdigest()
 
 
+def git_blob_id(data: bytes) -> str:
+    """Return the git object id of a blob with these bytes (what the Hub calls a file's ``blobId``)."""
+    return hashlib.sha1(b"blob %d\x00" % len(data) + data).hexdigest()
+
+
 def file_matches(path: str | Path, sha256: str) -> bool:
     """Return whether the file at ``path`` hashes to ``sha256``. Raises OSError if unreadable."""
     return sha256_file(path) == sha256

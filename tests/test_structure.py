@@ -261,6 +261,24 @@ def test_importing_the_fetch_engine_loads_no_parser_consumer_table_or_hub() -> N
     assert sorted(m for m in loaded if m.startswith(NOT_IN_THE_ENGINE)) == []
 
 
+def _top_imports(path: Path) -> set[str]:
+    """The top-level package of every import in ``path``, at any depth of its source."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.add((node.module or "").partition(".")[0])
+    return found
+
+
+@pytest.mark.parametrize(
+    "path", [REPO / "scripts/bench.py", *sorted((REPO / "scripts/bench").glob("*.py"))], ids=lambda p: p.name
+)
+def test_the_bench_builds_on_its_own_helpers_not_the_tests(path: Path) -> None:
+    assert "tests" not in _top_imports(path)
+
+
 def test_every_module_has_a_place_in_the_declared_order() -> None:
     assert sorted(set(MODULES) - set(ORDER)) == [], "add each new module to LAYERS, where it belongs"
     assert sorted(set(ORDER) - set(MODULES)) == [], "LAYERS names modules that no longer exist"

@@ -18,7 +18,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from bake.hashes import CHUNK, GIT_SHA1_HEX, SHA256_HEX
+from bake.hashes import CHUNK, GIT_SHA1_HEX, SHA256_HEX, git_blob_id
 
 KIND_OF_PREFIX = {"models--": "model", "datasets--": "dataset"}
 # A ref is a commit id and a newline at most; anything longer is not a ref.
@@ -59,7 +59,7 @@ class NotPinned:
 def lfs_pointer_blob(sha256: str, size: int) -> str:
     """The git blob id of an LFS file: that of its pointer file, which git-lfs writes canonically."""
     pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
-    return hashlib.sha1(b"blob %d\x00" % len(pointer) + pointer).hexdigest()
+    return git_blob_id(pointer)
 
 
 def what_is(mode: int) -> str:

@@ -10,11 +10,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import BAKE_FILES, BENCH_MANIFEST, STANDINS, BenchError, Profile, log
+from bench.common import (
+    BAKE_FILES,
+    BENCH_MANIFEST,
+    CHECKPOINT_MIRROR_PATH,
+    STANDINS,
+    BenchError,
+    Profile,
+    log,
+    mirror_args,
+)
 from bench.engine import Engine, Registry
 from bench.fleet import bench_fleet
 from bench.processes import free_port, mirror, run
-from tests.assets import CHECKPOINT_MIRROR_PATH, mirror_args
 
 
 @dataclass

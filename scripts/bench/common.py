@@ -5,19 +5,28 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from tests.assets import CHECKPOINT_MIRROR_PATH, MIRROR_PATHS
+from bake.manifest import load_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 
 MIB = 1 << 20
-# The production checkpoint URL, which the mirror rewrites map onto CHECKPOINT_MIRROR_PATH.
-CHECKPOINT_URL = next(
-    prefix + CHECKPOINT_MIRROR_PATH.removeprefix(path)
-    for prefix, path in MIRROR_PATHS.items()
-    if CHECKPOINT_MIRROR_PATH.startswith(path)
-)
 ASSET_PATH = "s3tokenizer/speech_tokenizer_v3_25hz.onnx"
+# The bench's files stand in for production ones, at their production URLs (docker/assets.toml's).
+_PRODUCTION = {a.name: a.urls[0] for a in load_manifest(REPO / "docker/assets.toml")}
+CHECKPOINT_URL = _PRODUCTION["speech_tokenizer_v3_25hz"]
+O200K_URL = _PRODUCTION["o200k_base"]
+_CHECKPOINT_HOST = urlsplit(CHECKPOINT_URL).netloc
+# Where a mirror root holds the checkpoint: its host, then its path.
+CHECKPOINT_MIRROR_PATH = _CHECKPOINT_HOST + urlsplit(CHECKPOINT_URL).path
+
+
+def mirror_args(base_url: str) -> list[str]:
+    """The ``PREFIX=REPLACEMENT`` rewrite that points the checkpoint's host at a mirror root URL."""
+    return [f"https://{_CHECKPOINT_HOST}/={base_url.rstrip('/')}/{_CHECKPOINT_HOST}/"]
+
+
 BENCH_MANIFEST = "docker/bench-assets.toml"  # written into the snapshot only
 BAKE_FILES = ["-f", "docker-bake.hcl", "-f", "docker/bake-test.hcl", "--allow=network.host"]
 # vLLM's ROCm CI (the stand-in, with its own wrapper; bake's layer pinned by digest).

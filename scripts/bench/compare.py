@@ -13,12 +13,11 @@ import statistics
 import subprocess
 from pathlib import Path
 
-from bench.common import BENCH_MANIFEST, MIB, REPO, Profile, log
+from bench.common import BENCH_MANIFEST, CHECKPOINT_MIRROR_PATH, MIB, REPO, Profile, log
 from bench.entrypoint import bench_entrypoint
 from bench.fetchers import Fetcher
 from bench.files import bench_manifest, generate, snapshot
 from bench.processes import mirror
-from tests.assets import CHECKPOINT_MIRROR_PATH
 
 ROUNDS = 3
 

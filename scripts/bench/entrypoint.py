@@ -12,9 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import ASSET_PATH, CHECKPOINT_URL, MIB, Profile, log
+from bench.common import ASSET_PATH, CHECKPOINT_URL, MIB, O200K_URL, Profile, log
 from bench.processes import run
-from tests.assets import O200K_URL
 
 
 def production_files() -> dict[str, bytes]:

@@ -14,9 +14,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import MIB, BenchError, Profile, log
+from bench.common import CHECKPOINT_MIRROR_PATH, MIB, BenchError, Profile, log, mirror_args
 from bench.processes import mirror, run
-from tests.assets import CHECKPOINT_MIRROR_PATH, mirror_args
 
 
 def s3tokenizer_download(url: str, target: Path, expected_sha256: str) -> None:

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.hub_server import git_blob_id
+from bake.hashes import git_blob_id
 
 PER_DIR = 1000
 BAD_EVERY = 100

@@ -46,7 +46,17 @@ from pathlib import Path
 
 from bake.manifest import manifest_digest, parse_manifest
 from bench.builds import bench_builds
-from bench.common import BENCH_MANIFEST, FULL, MIB, PROXY_VARS, REPO, SMOKE, Profile, log
+from bench.common import (
+    BENCH_MANIFEST,
+    CHECKPOINT_MIRROR_PATH,
+    FULL,
+    MIB,
+    PROXY_VARS,
+    REPO,
+    SMOKE,
+    Profile,
+    log,
+)
 from bench.compare import bench_compare, compare_table
 from bench.entrypoint import bench_entrypoint
 from bench.fetchers import Fetcher, bench_fetch
@@ -55,7 +65,6 @@ from bench.plot import draw
 from bench.report import machine, publish, verdicts
 from bench.runner_line import bench_runner_line
 from bench.scale import bench_scale
-from tests.assets import CHECKPOINT_MIRROR_PATH
 
 PLOT = REPO / "docs/performance-scale.png"
 

@@ -26,9 +26,9 @@ import sys
 import time
 from pathlib import Path
 
+from bake.hashes import git_blob_id
 from bench.common import Profile, log
 from bench.harvest import bench_harvest
-from tests.hub_server import git_blob_id
 
 CONSUMER = "bench"
 PER_DIR = 1000
