@@ -1,5 +1,6 @@
-"""The package's shape: imports only downward, no class or function past its size limit, docstrings
-that name only files that exist, and a README short enough to read.
+"""The package's shape: imports only downward (values first), no package importing one that imports it
+back, an engine that loads no parser, a bench that imports no test, no class or function past its size
+limit, docstrings that name only files that exist, and a README short enough to read.
 
 The import checks walk the source with ``ast``, so imports under TYPE_CHECKING and
 inside functions count as much as those at the top of a module.
@@ -22,9 +23,9 @@ MAX_FUNCTION_LINES = 60
 MAX_README_LINES = 250
 
 # bake/ from the bottom up: a module may import only modules listed before it. The flow
-# reads top to bottom: manifest -> fetch -> index, seal, verify -> the build -> the CLI.
+# reads top to bottom: values -> manifest -> fetch -> index, seal, verify -> the commands -> the CLI.
 LAYERS = {
-    "shared values and mechanisms": [
+    "values, importing nothing of bake's but errors (and text's escaping)": [
         "bake",
         "bake.errors",
         "bake.units",
@@ -34,22 +35,18 @@ LAYERS = {
         "bake.hub",
         "bake.hub.entry",
         "bake.asset",
+    ],
+    "shared mechanisms": [
         "bake.hashes",
         "bake.process",
         "bake.atomic",
         "bake.tomlkeys",
         "bake.reference",
         "bake.servefile",
-        "bake.hub.schema",
-        "bake.hub.layout",
-        "bake.hub.scan",
         "bake.offline",
     ],
-    "the manifest and the consumer table": [
-        "bake.locations",
-        "bake.consumers",
-        "bake.manifest",
-    ],
+    "the Hub's table and cache layout": ["bake.hub.schema", "bake.hub.layout", "bake.hub.scan"],
+    "the manifest and the consumer table": ["bake.locations", "bake.consumers", "bake.manifest"],
     "the cache and the fetch engine": [
         "bake.cache",
         "bake.fetch.options",
@@ -72,8 +69,13 @@ LAYERS = {
         "bake.fetch",
     ],
     "the destination: its index, the seal, verification": ["bake.index", "bake.seal", "bake.verify"],
-    "editing a manifest": ["bake.manifestedit", "bake.add", "bake.add.listing", "bake.add.hub"],
-    "the checked build": [
+    "the commands: editing a manifest (bake add, a file or a Hub repository)": [
+        "bake.manifestedit",
+        "bake.add",
+        "bake.add.listing",
+        "bake.add.hub",
+    ],
+    "the commands: the checked build": [
         "bake.context.git",
         "bake.context.dockerignore",
         "bake.context.check",
@@ -85,7 +87,7 @@ LAYERS = {
         "bake.dockerfile",
         "bake.pin",
     ],
-    "image assertions": [
+    "the commands: image assertions": [
         "bake.testing",
         "bake.testing.image",
         "bake.testing.local",
@@ -95,7 +97,7 @@ LAYERS = {
         "bake.testing.plugin",
         "bake.testing.test_image",
     ],
-    "harvesting a job's caches": [
+    "the commands: harvesting a job's caches": [
         "bake.harvest",
         "bake.harvest.caches",
         "bake.harvest.pin",
