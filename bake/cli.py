@@ -758,15 +758,18 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse(args: argparse.Namespace, options: tuple[str, ...], why: str) -> None:
+    """Raise UsageError for the first of ``options`` given: this kind of target does not take it."""
+    for option in options:
+        if getattr(args, option, None):
+            raise UsageError(f"--{option.replace('_', '-')} is for {why}")
+
+
 def _add_repository(args: argparse.Namespace, options) -> int:
     """``bake add hf://ORG/REPO[@REV]``: pin a whole Hub repository, print what was pinned; exit 0, 2 or 3."""
     from bake.add import hub as hub_add
 
-    for option in ("name", "path", "sha256", "size_only"):
-        if getattr(args, option, None):
-            raise UsageError(
-                f"--{option.replace('_', '-')} is for one file; {args.target} pins a whole repository"
-            )
+    _refuse(args, ("name", "path", "sha256", "size_only"), f"one file; {args.target} pins a whole repository")
     pinned = hub_add.pin_repository(
         Path(args.manifest),
         args.target,
@@ -794,11 +797,11 @@ def cmd_add(args: argparse.Namespace) -> int:
 
         if hub_add.is_repo_url(args.target):  # hf://ORG/REPO[@REV]: a whole Hub repository, [[hub]]
             return _add_repository(args, options)
-    for option in ("include", "exclude", "repo_type", "downloader"):
-        if getattr(args, option, None):
-            raise UsageError(
-                f"--{option.replace('_', '-')} is for hf://ORG/REPO[@REV]; {args.target} is one file"
-            )
+    _refuse(
+        args,
+        ("include", "exclude", "repo_type", "downloader"),
+        f"hf://ORG/REPO[@REV]; {args.target} is one file",
+    )
     path = Path(args.manifest)
     if args.size_only:
         if args.name or args.path or args.sha256 or args.group:

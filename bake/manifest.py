@@ -61,7 +61,7 @@ class Manifest:
 
     assets: tuple[Asset, ...]
     declared: tuple[consumers.Consumer, ...] = ()
-    hub: tuple[HubEntry, ...] = ()
+    hub_entries: tuple[HubEntry, ...] = ()
 
     @classmethod
     def of(cls, assets: Iterable[Asset], declared: Iterable[consumers.Consumer] = ()) -> Manifest:
@@ -80,7 +80,7 @@ class Manifest:
 
     def consumers(self) -> tuple[consumers.Consumer, ...]:
         """Return the whole consumer table: built-ins (the Hub with the entries held whole), then declared."""
-        return consumers.table(self.declared, self.hub)
+        return consumers.table(self.declared, self.hub_entries)
 
 
 def as_manifest(assets: Iterable[Asset]) -> Manifest:
@@ -363,7 +363,7 @@ def manifest_digest(assets: Iterable[Asset]) -> str:
         key=lambda e: e["path"],
     )
     declared = sorted((c.declaration() for c in manifest.declared), key=lambda d: d["name"])
-    hub = hub_schema.digest_records(manifest.hub)
+    hub = hub_schema.digest_records(manifest.hub_entries)
     extras = {"consumers": declared} if declared else {}
     extras |= {"hub": hub} if hub else {}
     doc = {"assets": entries, **extras} if extras else entries

@@ -11,6 +11,9 @@ survives, comments and odd formatting included. The edit follows a symlinked
 manifest to its target and runs under a lock, on the manifest as it is then
 (bake.manifestedit), so two adds at once keep both entries. URL credentials (userinfo,
 and query parameters such as ``?token=``) are never written: they belong in a mirror.
+
+A whole Hub repository (``hf://ORG/REPO[@REV]``) is pinned by ``bake.add.hub``, over the
+checked listing of ``bake.add.listing``.
 """
 
 from __future__ import annotations
