@@ -20,8 +20,9 @@
 #   the container's own filesystem (nothing there, an empty directory, a dangling
 #   link, or a directory bake made), a tmpfs, or a job-local directory: the
 #   linked view, links into $BAKE_ASSETS made whole per placement (`cp -rsT`
-#   per tree, one `ln` per directory of a few files, one link for a directory
-#   the consumer never writes into).
+#   per tree, one `ln` per directory of a few files, or one `cp -rsT` making a
+#   missing directory and its links together, one link for a directory the
+#   consumer never writes into).
 #   node storage: another filesystem than / that is no tmpfs (a volume, a bind
 #   mount), or a directory on / that already holds data: the copied view, a
 #   verified copy of each missing baked file (never a link into the image, and
@@ -501,9 +502,30 @@ _resolve() { # $1 loc ID: sets _resolved to its directory, absolute; empty when 
 	_resolved=$value
 }
 
+_mount_id() { # $1 directory: sets _mnt to the id of the mount it is on, from /proc without a process; empty if unknown
+	local key value
+	_mnt=''
+	# Opened as DIR/. : a FIFO or device there fails (ENOTDIR), never opened, never blocking.
+	{
+		while IFS=: read -r key value; do
+			[ "$key" = mnt_id ] || continue
+			_mnt=${value#"$_tab"}
+			break
+		done </proc/self/fdinfo/8
+	} 2>/dev/null 8<"$1/." || _mnt=''
+}
+
 _fs_kind() { # $1 existing path: sets _kind to own (the container's own filesystem), tmpfs or node
 	local devices type
 	_kind=node # what stat cannot answer counts as node storage: a copy is safe anywhere, a link is not
+	# On the mount / is on: the same filesystem, with no process. Another mount (a volume, a bind
+	# mount, a tmpfs, or / bound into itself) is told apart by its device and type, as stat sees them.
+	[ -n "$_root_mnt" ] || { _mount_id / && _root_mnt=${_mnt:--}; }
+	_mount_id "$1"
+	if [ -n "$_mnt" ] && [ "$_mnt" = "$_root_mnt" ]; then
+		_kind=own
+		return 0
+	fi
 	devices=$(stat -L -c %d / "$1" 2>/dev/null) || return 0
 	if [ "${devices%"$_nl"*}" = "${devices#*"$_nl"}" ]; then
 		_kind=own
@@ -717,6 +739,34 @@ _placement() { # $1 a place entry (HOW, SOURCE, DEST), $2 its location: sets _ho
 	_from=${1#*"$_tab"}
 	_to=$2/${_from#*"$_tab"}
 	_from=$_assets/${_from%%"$_tab"*}
+}
+
+_linked_new() { # $1 a directory to make, whose parent exists, $2 consumer: make it and its links in one cp where its placements are one directory's every file
+	local dir="$1" entry source='' count=0 IFS
+	_parts skip "$2"
+	[ -z "$_list" ] || return 1
+	_parts place "$2"
+	IFS=$_nl
+	for entry in $_list; do
+		_placement "$entry" "$1"
+		[ "$_how" = link ] && [ "$_to" = "$1/${_from##*/}" ] && [ "${source:=${_from%/*}}" = "${_from%/*}" ] &&
+			[ -f "$_from" ] && [ ! -L "$_from" ] || return 1
+		count=$((count + 1))
+	done
+	[ -n "$source" ] || return 1
+	set +f
+	set -- "$source"/* "$source"/.[!.]* "$source"/..?*
+	set -f
+	for entry do
+		{ [ -e "$entry" ] || [ -L "$entry" ]; } || continue # an unmatched glob
+		case $_nl$_list in *"$_tab${entry#"$_assets"/}$_tab"*) count=$((count - 1)) ;; *) return 1 ;; esac
+	done
+	# What `mkdir` then `ln -s` per file would make, in one process: cp names each link's target
+	# SOURCE/NAME, and --no-preserve=mode gives the directory mkdir's mode (0777 less the umask).
+	[ "$count" -eq 0 ] && [ -z "$_cp_rs_failed" ] || return 1
+	cp -r -s -T --no-preserve=mode -- "$source" "$dir" 2>/dev/null && return 0
+	_cp_rs_failed=1 # busybox's cp has no --no-preserve: mkdir and ln from now on
+	return 1
 }
 
 _placed_one() { # $1 directory, $2 consumer: succeed when one of its links into the image is there: bake made it
@@ -1145,7 +1195,7 @@ EOF
 # --- serving a location
 
 _where() { # $1 directory, $2 consumer: make it where that is ours to do; sets _view; returns a status if not
-	local dir="$1" up state
+	local dir="$1" up='' state
 	_set_of "$2"
 	state=$_state
 	_kind=''
@@ -1169,7 +1219,7 @@ _where() { # $1 directory, $2 consumer: make it where that is ours to do; sets _
 			fi
 		fi
 		# mkdir -p, then a look: a concurrent job's mkdir is no failure (no check-then-act gap).
-		mkdir -p -- "$dir" 2>/dev/null || :
+		{ [ "$_kind" != node ] && [ "$up" = "${dir%/*}" ] && _linked_new "$dir" "$2"; } || mkdir -p -- "$dir" 2>/dev/null || :
 		if [ ! -d "$dir" ]; then
 			[ -e "$dir" ] && return "$_NOT_A_DIR"
 			return "$_CANNOT_MAKE"
@@ -1581,7 +1631,7 @@ _offline() { # export each fully baked consumer's own offline switches, as $_ass
 
 _main() {
 	_t0='' _unserved=0 _notes='' _exports='' _jobcount=0 _jobtmp='' _jobnames='' _tally='' _require='' _seed='' _verify='' _report=1
-	_reason='' _missing='' _why='' _hostile='' _copier='' _lockless='' _beat='' _tmp_stamp='' _copies=0 _copy_bytes=0
+	_root_mnt='' _cp_rs_failed='' _reason='' _missing='' _why='' _hostile='' _copier='' _lockless='' _beat='' _tmp_stamp='' _copies=0 _copy_bytes=0
 	if _flag BAKE_QUIET 0; then _quiet=1; else
 		_quiet=
 		_clock_ms start
