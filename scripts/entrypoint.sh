@@ -203,8 +203,8 @@ _flag() { # $1 variable, $2 its value when unset or empty: succeed when on; exit
 	exit 2
 }
 
-_clock_ms() { # $1 start for the process's own start time: sets _now_ms to a millisecond reading, or empty
-	local up start stat
+_clock_ms() { # sets _now_ms to a millisecond reading, or empty
+	local up
 	# busybox ash and bash have $EPOCHREALTIME, to the microsecond.
 	# shellcheck disable=SC3028
 	case ${EPOCHREALTIME:-} in
@@ -215,18 +215,9 @@ _clock_ms() { # $1 start for the process's own start time: sets _now_ms to a mil
 		;;
 	esac
 	# dash has none, and a date process costs a millisecond: the kernel's clock since boot instead,
-	# read with `read` (to 10 ms: /proc/uptime in hundredths, a process's start time in ticks of 1/100 s).
+	# read with `read` (to 10 ms, /proc/uptime in hundredths; a short file, where /proc/self/stat,
+	# read byte by byte, costs half a millisecond).
 	_now_ms=''
-	if [ "${1:-}" = start ]; then
-		IFS= read -r stat 2>/dev/null </proc/self/stat || return 0
-		stat=${stat##*) } # the fields after the command name, which may hold anything
-		# shellcheck disable=SC2086 # split on purpose: the 20th field after it is the start time
-		set -- $stat
-		start=${20:-}
-		case $start in '' | *[!0-9]*) return 0 ;; esac
-		_now_ms=$((start * 10))
-		return 0
-	fi
 	IFS=' ' read -r up _ 2>/dev/null </proc/uptime || return 0
 	case $up in *[!0-9.]* | '' | .* | *.) return 0 ;; esac
 	# Hundredths, as two digits: 1NN - 100, so that a leading 0 is never read as octal.
@@ -1634,7 +1625,7 @@ _main() {
 	_root_mnt='' _cp_rs_failed='' _reason='' _missing='' _why='' _hostile='' _copier='' _lockless='' _beat='' _tmp_stamp='' _copies=0 _copy_bytes=0
 	if _flag BAKE_QUIET 0; then _quiet=1; else
 		_quiet=
-		_clock_ms start
+		_clock_ms
 		_t0=$_now_ms
 	fi
 	_parse_args "$@"
