@@ -1620,9 +1620,15 @@ _offline() { # export each fully baked consumer's own offline switches, as $_ass
 	[ -z "$exported" ] || _notes="$_notes; offline:$exported"
 }
 
-_main() {
-	_t0='' _unserved=0 _notes='' _exports='' _jobcount=0 _jobtmp='' _jobnames='' _tally='' _require='' _seed='' _verify='' _report=1
+_init() { # the run's state at its start: the flags off but BAKE_SEED, the asset directory from BAKE_ASSETS
+	_t0='' _unserved=0 _notes='' _exports='' _jobcount=0 _jobtmp='' _jobnames='' _tally='' _require='' _seed=1 _verify='' _report=1
 	_root_mnt='' _cp_rs_failed='' _reason='' _missing='' _why='' _hostile='' _copier='' _lockless='' _beat='' _tmp_stamp='' _copies=0 _copy_bytes=0
+	_assets=${BAKE_ASSETS:-/opt/bake/assets}
+	case $_assets in /*) ;; *) _assets=$PWD/$_assets ;; esac
+}
+
+_main() {
+	_init
 	if _flag BAKE_QUIET 0; then _quiet=1; else
 		_quiet=
 		_clock_ms
@@ -1630,11 +1636,9 @@ _main() {
 	fi
 	_parse_args "$@"
 	if _flag BAKE_REQUIRE 0; then _require=1; fi
-	if _flag BAKE_SEED 1; then _seed=1; fi
+	if ! _flag BAKE_SEED 1; then _seed=''; fi
 	if _flag BAKE_VERIFY 0; then _verify=1; fi
 	_offline_on='' && if _flag BAKE_OFFLINE 0; then _offline_on=1; fi
-	_assets=${BAKE_ASSETS:-/opt/bake/assets}
-	case $_assets in /*) ;; *) _assets=$PWD/$_assets ;; esac
 	_load_serve || _no_assets "$@"
 	if [ -n "$_verify" ]; then _verify; fi
 	_serve_all
@@ -1652,4 +1656,5 @@ _main() {
 	exec "$@"
 }
 
-_main "$@"
+# A test sources this file with _BAKE_SOURCED=1 to call one function (tests/test_entrypoint_functions.py).
+[ -n "${_BAKE_SOURCED:-}" ] || _main "$@"
