@@ -14,7 +14,11 @@
 # This script names no consumer. It reads the head of that file (locations, and
 # per consumer its set, directories and placements) with `read`; the per-file
 # records are read by awk, and only when a location must be proved or copied file
-# by file. Nothing is sourced or eval'd. Per location:
+# by file. bake.serve is never sourced. Python owns its format (`bake seal` refuses
+# whatever its reader would); this script checks only what guards itself: the
+# header's version, plain paths, and the variable names its `eval`s take (a
+# location's VAR, refused as servefile.REFUSED lists, or a fixed BAKE_* flag).
+# Per location:
 #   already served: a stamp in bake's own directory there, recording every
 #   directory of the served tree as one `stat` still sees it, proves it.
 #   the container's own filesystem (nothing there, an empty directory, a dangling
@@ -71,30 +75,23 @@ _DISK_BYTES_PER_S=33554432 _WAIT_MARGIN_S=10
 _STALE_S=30
 
 # The per-file half of bake.serve (SERVE_FORMAT.md): the `file` and `link` records of one
-# consumer, checked as a reader must, against `stat` lines on stdin. -v c=CONSUMER
-# view=linked|copied mode=names|check|plan|sums report=0|1 sets=" A B "; a path comes
-# through the environment (_bake_out), since -v would read backslashes in it as escapes.
+# consumer, against `stat` lines on stdin. -v c=CONSUMER view=linked|copied
+# mode=names|check|plan|sums report=0|1; a path comes through the environment (_bake_out), since
+# -v would read backslashes in it as escapes. Python's reader and `bake seal` own the format: this
+# checks only that a NAME is a plain path, which it hands to stat and cp.
 # names: NUL-separated names to stat; check: `ok`, or `problem NAME WHY` lines (and
 # `refused LINE WHY`); plan: also, for the missing ones, $_bake_out/dirs (`N DIR` per
 # directory), $_bake_out/lists/N (their names, NUL-separated) and /sums, and `copy COUNT
 # BYTES`; sums: sha256sum -c input for every file record.
 # shellcheck disable=SC2016 # awk's own $1..., not the shell's
 _AWK='
-BEGIN {
-	FS = "\t"
-	out = ENVIRON["_bake_out"]
-	for (i = 1; i < 32; i++) if (i != 9) ctl = ctl sprintf("%c", i)
-	ctl = "[" ctl sprintf("%c", 127) "]"
-}
+BEGIN { FS = "\t"; out = ENVIRON["_bake_out"] }
 function plain(p,   n, a, i) {
 	if (p == "" || substr(p, 1, 1) == "/") return 0
 	n = split(p, a, "/")
 	for (i = 1; i <= n; i++) if (a[i] == "" || a[i] == "." || a[i] == "..") return 0
 	return 1
 }
-function hex64(s) { return length(s) == 64 && s !~ /[^0-9a-f]/ }
-function digits(s) { return s != "" && s !~ /[^0-9]/ }
-function refuse(why) { if (report && mode == "check") printf "refused\t%d\t%s\n", FNR, why; return 0 }
 function resolve(name, target,   n, a, m, b, i, k, r) {
 	n = split(name, a, "/"); k = n - 1
 	m = split(target, b, "/")
@@ -106,42 +103,15 @@ function resolve(name, target,   n, a, m, b, i, k, r) {
 	for (i = 1; i <= k; i++) r = r (i > 1 ? "/" : "") a[i]
 	return r
 }
-function named(kind,   k) {
-	if (index(sets, " " $2 " ") == 0) return refuse("a CONSUMER with a set record above, saw \047" $2 "\047")
-	if (kind == "file" && $3 != "both" && $3 != "copied") return refuse("VIEW both or copied, saw \047" $3 "\047")
-	k = kind == "file" ? 4 : 3
-	if (!plain($k)) return refuse("NAME as a path inside the location, saw \047" $k "\047")
-	if (($2 SUBSEP $k) in seen) return refuse("one file or link record per NAME, saw \047" $k "\047 twice")
-	return 1
-}
-function accept(   i, t) {
-	if (length($0) > 4096) return refuse("a line of at most 4096 bytes")
-	if ($0 ~ ctl) return refuse("fields without control characters")
-	for (i = 1; i <= NF; i++) if (length($i) > 1024) return refuse("fields of at most 1024 bytes")
-	if ($1 == "file") {
-		if (NF != 6) return refuse("6 tab-separated fields, saw " NF)
-		if (!named("file")) return 0
-		if (!digits($5)) return refuse("SIZE in bytes, saw \047" $5 "\047")
-		if (!hex64($6)) return refuse("SHA256 as 64 lower-case hex characters, saw \047" $6 "\047")
-		seen[$2 SUBSEP $4] = 1; isfile[$2 SUBSEP $4] = 1
-		return 1
-	}
-	if ($1 == "link") {
-		if (NF != 4) return refuse("4 tab-separated fields, saw " NF)
-		if (!named("link")) return 0
-		t = resolve($3, $4)
-		if (t == "" || !(($2 SUBSEP t) in isfile)) return refuse("TARGET naming a file record above inside the location, saw \047" $4 "\047")
-		seen[$2 SUBSEP $3] = 1
-		return 1
-	}
-	if (index(" loc set dir place skip ", " " $1 " ")) return refuse("a " $1 " record before the first file or link record")
-	return refuse("a loc, set, dir, place, skip, file or link record, saw kind \047" $1 "\047")
+function accept(   k) {
+	k = $1 == "file" ? 4 : 3
+	if (plain($k)) return 1
+	if (report && mode == "check") printf "refused\t%d\t%s\n", FNR, "NAME as a path inside the location, saw \047" $k "\047"
+	return 0
 }
 FNR == NR {
-	if (FNR == 1 || $0 == "" || substr($0, 1, 1) == "#") next
-	if (!tail && $1 != "file" && $1 != "link") next
-	tail = 1
-	if (!accept() || $2 != c) next
+	if ($1 == "file" || $1 == "link") tail = 1
+	if (!tail || ($1 != "file" && $1 != "link") || !accept() || $2 != c) next
 	if ($1 == "file") {
 		name[++n] = $4; type[$4] = "file"; size[$4] = $5; sum[$4] = $6
 		serves[$4] = view == "copied" || $3 == "both"
@@ -309,85 +279,48 @@ _unsafe_var() { # $1 a variable name: succeed when a location may not name it (s
 	return 1
 }
 
-_load_loc() { # loc ID CONSUMER MODE VAR SUB FALLBACK: check a loc record, or set _reason and fail
-	local expected="MODE export with no SUB or FALLBACK, or under with /PATH, \$HOME[/PATH] or an earlier @ID"
+_load_loc() { # loc ID CONSUMER MODE VAR SUB FALLBACK: what guards this script: an ID its tally can hold, a variable it may eval, plain paths; or set _reason and fail
 	case $2 in '' | *[!A-Za-z0-9_.-]*) _reason="an ID of letters, digits, _ . -, saw '$2'" && return 1 ;; esac
-	! _find loc "$2" || { _reason="one loc line per ID, saw '$2' twice" && return 1; }
-	case $3 in
-	- | [A-Za-z0-9]*) case $3 in -) ;; *[!A-Za-z0-9._-]*) _reason="a CONSUMER name or -, saw '$3'" && return 1 ;; esac ;;
-	*) _reason="a CONSUMER name or -, saw '$3'" && return 1 ;;
-	esac
 	if _unsafe_var "$5"; then
 		_reason="a variable name other than PATH, IFS, ENV, BASH_*, BASHOPTS, SHELLOPTS, POSIXLY_CORRECT, EXECIGNORE, GLOBIGNORE, FUNCNEST, FCEDIT, PROMPT_COMMAND, PS0, PS1, PS2, PS3, PS4, OPTIND, TMOUT, CDPATH, PWD, OLDPWD, HOME, SHELL, _, TMPDIR, LD_*, GCONV_PATH, GETCONF_DIR, GLIBC_TUNABLES, HOSTALIASES, LOCALDOMAIN, LOCPATH, MUSL_LOCPATH, MALLOC_*, NIS_PATH, NLSPATH, RESOLV_HOST_CONF, RES_OPTIONS, TZDIR, PYTHON*, PERL5*, RUBY*, NODE_*, JAVA_TOOL_OPTIONS and BAKE_*, saw '$5'"
 		return 1
 	fi
 	[ -z "$6" ] || _plain_path "$6" || { _reason="SUB as plain relative components, saw '$6'" && return 1; }
-	case $4:$6:$7 in
-	export:: | under:*:\$HOME | under:*:/) return 0 ;;
-	under:*:@*) _find loc "${7#@}" && return 0 ;;
-	under:*:\$HOME/* | under:*:/*) _plain_path "${7#*/}" && return 0 ;;
+	# An @ID names an earlier loc, so that resolving a chain always ends.
+	case $7 in
+	'' | \$HOME | /) return 0 ;;
+	@*) _find loc "${7#@}" && return 0 ;;
+	\$HOME/* | /*) _plain_path "${7#*/}" && return 0 ;;
 	esac
-	_reason="$expected, saw '$4', '$6' and '$7'"
+	_reason="FALLBACK /PATH, \$HOME[/PATH] or an earlier @ID, saw '$7'"
 	return 1
 }
 
-_load_set() { # set CONSUMER DIGEST BYTES STATE ROOT SHOWN: check a set record, or set _reason and fail
-	local IFS="$_nl" record named=''
-	for record in $_head; do
-		case $record in "loc$_tab"*"$_tab$2$_tab"*)
-			_split "$record"
-			[ "$_3" != "$2" ] || named=1
-			;;
-		esac
+_load_record() { # $1 line: split at tabs, check what guards this script's evals and paths, add it to _head; set _reason and fail if not
+	local line="$1" rest="$1$_tab"
+	set --
+	while [ -n "$rest" ]; do
+		set -- "$@" "${rest%%"$_tab"*}"
+		rest=${rest#*"$_tab"}
 	done
-	[ -n "$named" ] && [ "$2" != - ] || { _reason="a CONSUMER named by a loc record above, saw '$2'" && return 1; }
-	! _find set "$2" || { _reason="one set record per consumer, saw '$2' twice" && return 1; }
-	case $3 in *[!0-9a-f]* | '') _reason="DIGEST as 64 lower-case hex characters, saw '$3'" && return 1 ;; esac
-	[ "${#3}" -eq 64 ] || { _reason="DIGEST as 64 lower-case hex characters, saw '$3'" && return 1; }
-	case $4 in *[!0-9]* | '') _reason="BYTES as decimal digits, saw '$4'" && return 1 ;; esac
-	case $5 in .*) _plain_path "$5" ;; *) false ;; esac || { _reason="STATE as plain components, the first hidden (.NAME), saw '$5'" && return 1; }
-	_plain_path "$6" || { _reason="ROOT as a path inside BAKE_ASSETS, saw '$6'" && return 1; }
-}
-
-_load_part() { # dir/place/skip CONSUMER ...: check a record of a consumer's set, or set _reason and fail
-	_find set "$2" || { _reason="a CONSUMER with a set record above, saw '$2'" && return 1; }
+	set -- "$@" '' '' '' '' '' '' # the fields a short record lacks read as empty
+	# The rest of the format's rules are Python's: `bake seal` refuses whatever its reader would.
 	case $1 in
-	dir)
-		case $3 in both | copied) ;; *) _reason="VIEW both or copied, saw '$3'" && return 1 ;; esac
-		[ "$4" = . ] || _plain_path "$4" || { _reason="PATH as . or plain relative components, saw '$4'" && return 1; }
+	loc) _load_loc "$@" ;;
+	set)
+		case $3 in *[!0-9a-f]* | '') false ;; *) [ "${#3}" -eq 64 ] ;; esac ||
+			{ _reason="DIGEST as 64 lower-case hex characters, saw '$3'" && return 1; } # a stamp's name
+		case $4 in *[!0-9]* | '') _reason="BYTES as decimal digits, saw '$4'" && return 1 ;; esac # arithmetic
+		_plain_path "$5" || { _reason="STATE as plain components, the first hidden (.NAME), saw '$5'" && return 1; }
+		_plain_path "$6" || { _reason="ROOT as a path inside BAKE_ASSETS, saw '$6'" && return 1; }
 		;;
+	dir) [ "$4" = . ] || _plain_path "$4" || { _reason="PATH as . or plain relative components, saw '$4'" && return 1; } ;;
 	place)
-		case $3 in tree | link | copy) ;; *) _reason="HOW tree, link or copy, saw '$3'" && return 1 ;; esac
 		_plain_path "$4" || { _reason="SOURCE as a path inside BAKE_ASSETS, saw '$4'" && return 1; }
 		[ "$5" = . ] || _plain_path "$5" || { _reason="DEST as . or a path inside the location, saw '$5'" && return 1; }
 		;;
-	skip)
-		_plain_path "$3" || { _reason="NAME as a path inside the location, saw '$3'" && return 1; }
-		;;
-	esac
-}
-
-_load_record() { # $1 line: split at tabs (empty fields kept), check it, add it to _head; set _reason and fail if not
-	local line="$1" rest="$1$_tab" field
-	if [ "${#1}" -gt 4096 ]; then _reason="a line of at most 4096 bytes" && return 1; fi
-	set --
-	while [ -n "$rest" ]; do
-		field=${rest%%"$_tab"*}
-		rest=${rest#*"$_tab"}
-		case $field in *[[:cntrl:]]*) _reason="fields without control characters" && return 1 ;; esac
-		[ "${#field}" -le 1024 ] || { _reason="fields of at most 1024 bytes" && return 1; }
-		set -- "$@" "$field"
-	done
-	case $1:$# in
-	loc:7) _load_loc "$@" ;;
-	set:7) _load_set "$@" ;;
-	dir:4 | place:5 | skip:3) _load_part "$@" ;;
-	loc:* | set:* | dir:* | place:* | skip:*)
-		case $1 in loc | set) _reason=7 ;; dir) _reason=4 ;; place) _reason=5 ;; *) _reason=3 ;; esac
-		_reason="$_reason tab-separated fields, saw $#"
-		false
-		;;
-	*) _reason="a loc, set, dir, place, skip, file or link record, saw kind '$1'" && false ;;
+	skip) _plain_path "$3" || { _reason="NAME as a path inside the location, saw '$3'" && return 1; } ;;
+	*) return 0 ;; # a kind no one reads here
 	esac || return 1
 	_head=$_head$line$_nl
 }
@@ -659,16 +592,7 @@ _stamp_end() { # $1 directory, $2 consumer, $3 view, $4 1 to keep it: put the st
 }
 
 _awk() { # $1 consumer, $2 view, $3 mode, $4 - to read stat lines from stdin: the per-file program on bake.serve
-	local sets='' record IFS="$_nl"
-	for record in $_head; do
-		case $record in "set$_tab"*)
-			record=${record#set"$_tab"}
-			sets="$sets ${record%%"$_tab"*}"
-			;;
-		esac
-	done
-	LC_ALL=C awk -v c="$1" -v view="$2" -v mode="$3" -v report="$_report" -v sets="$sets " \
-		"$_AWK" "$_assets/bake.serve" ${4:+"$4"}
+	LC_ALL=C awk -v c="$1" -v view="$2" -v mode="$3" -v report="$_report" "$_AWK" "$_assets/bake.serve" ${4:+"$4"}
 }
 
 _stat_listing() { # $1 directory, $2 consumer, $3 view: one stat line per served name that exists there
