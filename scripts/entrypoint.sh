@@ -230,15 +230,13 @@ _plain_path() { # $1: succeed when it is relative path components, none empty, .
 	esac
 }
 
-_split() { # $1 a record: sets _1 to _7 to its TAB-separated fields (kind first), empty past the last
-	local rest="$1$_tab"
-	_1=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
-	_2=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
-	_3=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
-	_4=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
-	_5=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
-	_6=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
-	_7=${rest%%"$_tab"*}
+_fields() { # $1 a record, then names of the caller's locals: set each to the next TAB-separated field (kind first), empty past the last
+	local rest="$1$_tab" name
+	shift
+	for name do # the names are this script's own words, never data
+		eval "$name=\${rest%%\"\$_tab\"*}"
+		rest=${rest#*"$_tab"}
+	done
 }
 
 _find() { # $1 kind, $2 its first field (an ID or a consumer): sets _record to that head record, or fails
@@ -253,10 +251,10 @@ _find() { # $1 kind, $2 its first field (an ID or a consumer): sets _record to t
 	return 1
 }
 
-_set_of() { # $1 consumer: sets _state, _digest, _bytes, _root and _shown from its set record, or fails
+_set_of() { # $1 consumer: sets _state, _digest, _bytes, _root and _shown (_serve_loc's locals) from its set record, or fails
+	local kind consumer
 	_find set "$1" || return 1
-	_split "$_record"
-	_digest=$_3 _bytes=$_4 _state=$_5 _root=$_6 _shown=$_7
+	_fields "$_record" kind consumer _digest _bytes _state _root _shown
 }
 
 _parts() { # $1 kind (dir, place or skip), $2 consumer: sets _list to its records' fields after the consumer, a line each
@@ -396,10 +394,9 @@ _export() { # $1 name, $2 value: export for the job and remember it for --print-
 }
 
 _resolve() { # $1 loc ID: sets _resolved to its directory, absolute; empty when it has none
-	local var sub fallback value set
+	local kind id consumer mode var sub fallback value set
 	_find loc "$1" || return 0
-	_split "$_record"
-	var=$_5 sub=$_6 fallback=$_7
+	_fields "$_record" kind id consumer mode var sub fallback
 	eval "value=\${$var:-} set=\${$var+set}"
 	if [ -z "$value" ]; then
 		case $fallback in
@@ -529,7 +526,7 @@ _dir_stats() { # $1 directory, $2 consumer, $3 view: sets _stats to each directo
 
 _stamped() { # $1 directory, $2 consumer: succeed when its stamp recorded every directory of the view as it is now
 	local dir="$1" stamp view root line recorded=''
-	_set_of "$2" && _state_ok "$dir" "$_state" || return 1
+	_state_ok "$dir" "$_state" || return 1
 	stamp=$dir/$_state/served.$_digest
 	if [ -f "$stamp.linked" ] && [ ! -L "$stamp.linked" ]; then
 		view=linked
@@ -549,7 +546,7 @@ _stamped() { # $1 directory, $2 consumer: succeed when its stamp recorded every 
 
 _stamp_begin() { # $1 directory, $2 consumer, $3 view: sets _tmp_stamp to a new stamp in its state directory, or empty
 	_tmp_stamp=''
-	_set_of "$2" && _state_ok "$1" "$_state" || return 0
+	_state_ok "$1" "$_state" || return 0
 	# The directories are recorded before the proof: whatever changes during it makes the stamp
 	# disagree later. A builtin write, created with O_EXCL (noclobber, nothing there), 0644 for
 	# every job's user; mktemp only when the name is taken (this pid's, from another container).
@@ -573,7 +570,7 @@ _write_new() { # $1 a name where nothing is, $2 a line: create it (O_EXCL) holdi
 
 _stamp_new() { # $1 directory, $2 consumer, $3 view: stamp a location just made whole, where no stamp is yet
 	local stamp
-	_set_of "$2" && _state_ok "$1" "$_state" || return 0
+	_state_ok "$1" "$_state" || return 0
 	stamp=$1/$_state/served.$_digest.$3
 	[ ! -e "$stamp" ] && [ ! -L "$stamp" ] || return 0
 	_dir_stats "$1" "$2" "$3"
@@ -583,7 +580,6 @@ _stamp_new() { # $1 directory, $2 consumer, $3 view: stamp a location just made 
 _stamp_end() { # $1 directory, $2 consumer, $3 view, $4 1 to keep it: put the stamp begun in place, or drop it
 	local stamp
 	[ -n "$_tmp_stamp" ] || return 0
-	_set_of "$2"
 	stamp=$1/$_state/served.$_digest.$3
 	if [ -n "$4" ] && [ ! -L "$stamp" ] && { [ -f "$stamp" ] || [ ! -e "$stamp" ]; }; then
 		mv -f -T -- "$_tmp_stamp" "$stamp" 2>/dev/null && return 0
@@ -637,7 +633,6 @@ _prove() { # $1 directory, $2 consumer, $3 view: succeed when every file of the 
 
 _mkdirs() { # $1 directory, $2 consumer, $3 views to make (both, or both and copied), $4 1 for bake's state too
 	local dir="$1" views="$3" state_too="${4:-}" entry IFS
-	_set_of "$2"
 	_parts dir "$2"
 	set --
 	[ -z "$state_too" ] || [ -d "$dir/$_state" ] || set -- "$dir/$_state"
@@ -747,7 +742,6 @@ _place() { # $1 directory, $2 consumer: make every placement; succeed when each 
 
 _linked() { # $1 directory, $2 consumer, $3 1 for a fresh job-local one: serve the linked view; returns a status
 	local dir="$1" state proven='' tree=''
-	_set_of "$2"
 	state=$_state
 	_parts place "$2"
 	# Only a whole tree needs bake's state there: its marker and stamp (the other placements
@@ -833,7 +827,6 @@ _in_the_way() { # $1 path: set _reason for something at a name bake needs in nod
 
 _node_dirs() { # $1 directory, $2 consumer: make bake's state and each directory of the copied view, never through a link
 	local dir="$1" entry part='' IFS
-	_set_of "$2"
 	_parts dir "$2"
 	set --
 	IFS=/
@@ -881,7 +874,6 @@ _open_lock() { # $1 lock file: open it on fd 9, as a new file or a regular one, 
 
 _take_lock() { # $1 directory, $2 consumer: hold its lock on fd 9 as the copier (_copier=1) or after a wait; sets _lockless where locks fail
 	local state bytes bound started failed
-	_set_of "$2"
 	state=$_state bytes=$_bytes
 	_open_lock "$1/$state/lock" || return 1
 	if ! command -v flock >/dev/null 2>&1; then
@@ -913,7 +905,6 @@ _take_lock() { # $1 directory, $2 consumer: hold its lock on fd 9 as the copier 
 
 _seed_lockless() { # $1 directory, $2 consumer: copy in under an exclusive mkdir, or wait for the job that holds it
 	local lock looks=0 seen='' now since=''
-	_set_of "$2"
 	lock=$1/$_state/copying
 	_notes="$_notes; $1: $_lockless, so an exclusive mkdir of ${lock##*/} stands in for the lock"
 	while :; do
@@ -980,7 +971,6 @@ _reclaim() { # $1 a dead copier's lock directory: move it aside (one waiter wins
 
 _copy_in() { # $1 directory, $2 consumer, $3 the lock directory without locks: as the copier, copy the missing files in; sets _reason if not
 	local dir="$1" state root staging out parent
-	_set_of "$2"
 	state=$_state root=$_root parent=${3:-$dir/$_state}
 	if [ -z "${3:-}" ]; then
 		set +f
@@ -1111,7 +1101,6 @@ EOF
 
 _where() { # $1 directory, $2 consumer: make it where that is ours to do; sets _view; returns a status if not
 	local dir="$1" up='' state
-	_set_of "$2"
 	state=$_state
 	_kind=''
 	if [ ! -d "$dir" ]; then
@@ -1181,7 +1170,6 @@ _problem() { # $1 location, $2 expected, $3 seen, $4 what to do: one warning (er
 }
 
 _wanted() { # $1 consumer: sets _want to what a location should serve, for messages
-	_set_of "$1" || _shown=''
 	_want="a directory serving $1's ${_shown:-files} from $_assets"
 }
 
@@ -1196,12 +1184,11 @@ _merged() { # $1 variable, $2 node directory or empty, $3 consumer: sets _made t
 }
 
 _moved() { # $1 variable just exported, $2 the loc ID that did: serve again each earlier loc that looks through it
-	local IFS="$_nl" record id
+	local IFS="$_nl" record kind id consumer
 	for record in $_head; do
 		case $record in "loc$_tab$2$_tab"*) return 0 ;; "loc$_tab"*) ;; *) continue ;; esac
-		_split "$record"
-		id=$_2
-		if [ "$_3" != - ] && _find set "$_3" && _uses "$id" "$1"; then
+		_fields "$record" kind id consumer
+		if [ "$consumer" != - ] && _find set "$consumer" && _uses "$id" "$1"; then
 			# Reported where it was; what counts now is where its consumer looks.
 			_tally_of "$id"
 			_unserved=$((_unserved - _n))
@@ -1211,10 +1198,11 @@ _moved() { # $1 variable just exported, $2 the loc ID that did: serve again each
 }
 
 _uses() { # $1 loc ID, $2 variable: succeed when the loc, or a FALLBACK it names, is resolved through it
+	local kind id consumer mode var sub fallback
 	_find loc "$1" || return 1
-	_split "$_record"
-	[ "$_5" != "$2" ] || return 0
-	case $_7 in @*) _uses "${_7#@}" "$2" ;; *) return 1 ;; esac
+	_fields "$_record" kind id consumer mode var sub fallback
+	[ "$var" != "$2" ] || return 0
+	case $fallback in @*) _uses "${fallback#@}" "$2" ;; *) return 1 ;; esac
 }
 
 _tally_of() { # $1 loc ID: sets _n to the problems last counted at it
@@ -1263,7 +1251,6 @@ _keep_view() { # $1 variable, $2 the directory it names, $3 SUB, $4 consumer: se
 	# No SUB (the Hub's cache, a variable's own directory): every entry but those the consumer
 	# serves, and its state, whose paths bake makes as real directories.
 	_link_entries "$from" "$made"
-	_set_of "$4"
 	_parts dir "$4"
 	set -- "${_state%%/*}"
 	IFS=$_nl
@@ -1316,10 +1303,13 @@ _serve_under() { # $1 loc ID, $2 its variable, $3 its SUB, $4 its directory or e
 }
 
 _serve_loc() { # $1 loc ID: serve it where its consumer looks, or report it
-	local dir status=0 consumer mode var sub unserved=$_unserved
-	_find loc "$1" && _split "$_record" || return 0
-	consumer=$_3 mode=$_4 var=$_5 sub=$_6
-	[ "$consumer" != - ] && _find set "$consumer" || return 0
+	local dir status=0 kind id consumer mode var sub fallback unserved=$_unserved
+	# The consumer's set record, read once here for every function this calls (dash, bash and
+	# busybox scope a local to the calls it makes).
+	local _digest _bytes _state _root _shown
+	_find loc "$1" || return 0
+	_fields "$_record" kind id consumer mode var sub fallback
+	[ "$consumer" != - ] && _set_of "$consumer" || return 0
 	_reason='' _missing='' _why='' _hostile=''
 	_resolve "$1"
 	dir=$_resolved
@@ -1438,11 +1428,12 @@ _no_assets() { # "$@" the command: nothing to serve; warn and run the job, or st
 }
 
 _ready() { # the ready line: what is served, and how long it took
-	local list='' took='' record IFS="$_nl"
+	# shellcheck disable=SC2034 # field: the fields before SHOWN, which _fields sets and nothing reads
+	local list='' took='' record IFS="$_nl" field shown
 	for record in $_head; do
 		case $record in "set$_tab"*)
-			_split "$record"
-			list="$list${_7:+, $_7}"
+			_fields "$record" field field field field field field shown
+			list="$list${shown:+, $shown}"
 			;;
 		esac
 	done
@@ -1500,13 +1491,13 @@ _offline_ok() { # $1 consumer, $2 variable, $3 value: succeed for a switch bake.
 }
 
 _baked_whole() { # $1 consumer: succeed when it has a set record and no location of it went unserved in this start
-	local IFS="$_nl" record
+	local IFS="$_nl" record kind id consumer
 	_find set "$1" || return 1
 	for record in $_head; do
 		case $record in "loc$_tab"*) ;; *) continue ;; esac
-		_split "$record"
-		[ "$_3" = "$1" ] || continue
-		_tally_of "$_2"
+		_fields "$record" kind id consumer
+		[ "$consumer" = "$1" ] || continue
+		_tally_of "$id"
 		[ "$_n" -eq 0 ] || return 1
 	done
 }
@@ -1525,8 +1516,7 @@ _offline() { # export each fully baked consumer's own offline switches, as $_ass
 			return 0
 		fi
 		case $line in '' | '#'*) continue ;; esac
-		_split "$line"
-		consumer=$_1 var=$_2 value=$_3
+		_fields "$line" consumer var value
 		if [ "$line" != "$consumer$_tab$var$_tab$value" ] || ! _offline_ok "$consumer" "$var" "$value"; then
 			_say "warning: BAKE_OFFLINE=1: $file line $number: expected CONSUMER, VAR and VALUE (a word, or @PATH in the asset directory), saw another line; skipped"
 			continue

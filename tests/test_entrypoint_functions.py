@@ -220,7 +220,7 @@ def test_where_makes_a_missing_location_on_the_containers_filesystem_linked(box:
     loc = box.root / "cache" / "s3tokenizer"
     loc.parent.mkdir()
 
-    assert out(box, f'_where "{loc}" s3tokenizer; echo "$_kind $_view"') == "own linked"
+    assert out(box, f'_set_of s3tokenizer; _where "{loc}" s3tokenizer; echo "$_kind $_view"') == "own linked"
     assert loc.is_dir() and not loc.is_symlink()
 
 
@@ -229,14 +229,14 @@ def test_where_gives_a_directory_holding_data_the_copied_view(box: Box) -> None:
     loc.mkdir()
     (loc / "theirs.bin").write_text("x")
 
-    assert out(box, f'_where "{loc}" s3tokenizer; echo "$_view"') == "copied"
+    assert out(box, f'_set_of s3tokenizer; _where "{loc}" s3tokenizer; echo "$_view"') == "copied"
 
 
 def test_where_leaves_a_file_where_a_directory_belongs(box: Box) -> None:
     loc = box.root / "file"
     loc.write_text("x")
 
-    assert status(box, f'_where "{loc}" s3tokenizer') == 4  # _NOT_A_DIR
+    assert status(box, f'_set_of s3tokenizer; _where "{loc}" s3tokenizer') == 4  # _NOT_A_DIR
     assert loc.read_text() == "x"
 
 
@@ -244,7 +244,7 @@ def test_where_replaces_a_dangling_link_on_the_containers_filesystem(box: Box) -
     loc = box.root / "dangling"
     loc.symlink_to(box.root / "gone")
 
-    assert out(box, f'_where "{loc}" s3tokenizer; echo "$_view"') == "linked"
+    assert out(box, f'_set_of s3tokenizer; _where "{loc}" s3tokenizer; echo "$_view"') == "linked"
     assert loc.is_dir() and not loc.is_symlink()
 
 
@@ -290,10 +290,10 @@ def test_stamped_holds_while_the_directories_are_as_recorded(box: Box) -> None:
     loc.mkdir()
     (loc / ".bake").mkdir()
     (loc / CHECKPOINT).write_bytes(FILES[f"s3tokenizer/{CHECKPOINT}"])
-    check = f'if _stamped "{loc}" s3tokenizer; then echo yes; else echo no; fi'
+    check = f'_set_of s3tokenizer; if _stamped "{loc}" s3tokenizer; then echo yes; else echo no; fi'
 
     assert out(box, check) == "no"
-    assert out(box, f'_stamp_new "{loc}" s3tokenizer copied; {check}') == "yes"
+    assert out(box, f'_set_of s3tokenizer; _stamp_new "{loc}" s3tokenizer copied; {check}') == "yes"
     (loc / "another").write_text("x")
     assert out(box, check) == "no"
 
@@ -305,12 +305,12 @@ def test_serve_at_serves_either_view_and_a_second_call_finds_it_served(box: Box,
         loc.mkdir()
         (loc / "theirs.bin").write_text("x")  # holding data: node storage's view
 
-    assert status(box, f'_serve_at "{loc}" s3tokenizer') == 0
+    assert status(box, f'_set_of s3tokenizer; _serve_at "{loc}" s3tokenizer') == 0
 
     served = loc / CHECKPOINT
     assert served.is_symlink() == (view == "linked")
     assert served.read_bytes() == FILES[f"s3tokenizer/{CHECKPOINT}"]
-    assert status(box, f'_serve_at "{loc}" s3tokenizer') == 0
+    assert status(box, f'_set_of s3tokenizer; _serve_at "{loc}" s3tokenizer') == 0
 
 
 # --- the checks that guard the shell's own evals and paths -----------------------------------------
