@@ -324,7 +324,7 @@ _load_record() { # $1 line: split at tabs, check what guards this script's evals
 }
 
 _load_serve() { # read the head of $_assets/bake.serve into _head; fails (with _reason) when it is missing or not v1
-	local line number=0
+	local line number=0 _record=''
 	_head=''
 	if [ ! -r "$_assets/bake.serve" ] || [ -d "$_assets/bake.serve" ]; then
 		if [ -d "$_assets" ]; then _reason="a directory without a readable bake.serve"; else _reason="nothing there"; fi
@@ -1307,10 +1307,13 @@ _serve_loc() { # $1 loc ID: serve it where its consumer looks, or report it
 	# The consumer's set record, read once here for every function this calls (dash, bash and
 	# busybox scope a local to the calls it makes).
 	local _digest _bytes _state _root _shown
+	# And what the functions it calls find out about this location, set by one and read by
+	# another (each function's comment names what it sets).
+	local _record='' _resolved='' _kind='' _view='' _mnt='' _list='' _how='' _from='' _to='' _made='' _want=''
+	local _reason='' _missing='' _why='' _hostile='' _copier='' _lockless='' _beat='' _tmp_stamp='' _copies=0 _copy_bytes=0 _now_ms=''
 	_find loc "$1" || return 0
 	_fields "$_record" kind id consumer mode var sub fallback
 	[ "$consumer" != - ] && _set_of "$consumer" || return 0
-	_reason='' _missing='' _why='' _hostile=''
 	_resolve "$1"
 	dir=$_resolved
 	if [ -n "$dir" ]; then
@@ -1429,7 +1432,7 @@ _no_assets() { # "$@" the command: nothing to serve; warn and run the job, or st
 
 _ready() { # the ready line: what is served, and how long it took
 	# shellcheck disable=SC2034 # field: the fields before SHOWN, which _fields sets and nothing reads
-	local list='' took='' record IFS="$_nl" field shown
+	local list='' took='' record IFS="$_nl" field shown _now_ms
 	for record in $_head; do
 		case $record in "set$_tab"*)
 			_fields "$record" field field field field field field shown
@@ -1503,7 +1506,7 @@ _baked_whole() { # $1 consumer: succeed when it has a set record and no location
 }
 
 _offline() { # export each fully baked consumer's own offline switches, as $_assets/bake.offline lists them
-	local file="$_assets/bake.offline" line number=0 consumer var value current exported=''
+	local file="$_assets/bake.offline" line number=0 consumer var value current exported='' _record=''
 	if [ ! -f "$file" ] || [ ! -r "$file" ]; then
 		_say "warning: BAKE_OFFLINE=1: $file: expected the offline switches bake seal writes, saw no readable file; no switch exported: reseal with this bake"
 		return 0
@@ -1536,12 +1539,13 @@ _offline() { # export each fully baked consumer's own offline switches, as $_ass
 
 _init() { # the run's state at its start: the flags off but BAKE_SEED, the asset directory from BAKE_ASSETS
 	_t0='' _unserved=0 _notes='' _exports='' _jobcount=0 _jobtmp='' _jobnames='' _tally='' _require='' _seed=1 _verify='' _report=1
-	_root_mnt='' _cp_rs_failed='' _reason='' _missing='' _why='' _hostile='' _copier='' _lockless='' _beat='' _tmp_stamp='' _copies=0 _copy_bytes=0
+	_root_mnt='' _cp_rs_failed=''
 	_assets=${BAKE_ASSETS:-/opt/bake/assets}
 	case $_assets in /*) ;; *) _assets=$PWD/$_assets ;; esac
 }
 
 _main() {
+	local _quiet _offline_on _now_ms # this function's own: what the run does at its end
 	_init
 	if _flag BAKE_QUIET 0; then _quiet=1; else
 		_quiet=
