@@ -200,7 +200,7 @@ _usage() {
 		'       bake-entrypoint --print-env    (runners: bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env")'
 }
 
-_parse_args() { # "$@": sets _mode to run or env; exits for --help and bad usage
+_parse_args() { # "$@": sets _mode (_main's) to run or env; exits for --help and bad usage
 	_mode=run
 	case ${1:-} in
 	--print-env)
@@ -368,8 +368,7 @@ _find_uid() { # sets _uid to the effective uid, without a fork where /proc allow
 
 _find_home() { # sets _home from HOME, else from the password database; empty if neither knows
 	local entry user dir
-	[ -z "${_home_known:-}" ] || return 0
-	_home_known=1
+	[ -z "${_home+known}" ] || return 0
 	_home=${HOME:-}
 	[ -z "$_home" ] || return 0
 	_find_uid
@@ -466,14 +465,15 @@ _was_job_local() { # $1 directory: succeed when an entrypoint made it job-local:
 }
 
 _is_job_local() { # $1 path: succeed when it is in a job-local directory of this job, through no link
-	local name part entry IFS
-	case $1 in "$_jobtmp"/bake-*) ;; *) return 1 ;; esac
-	name=${1#"$_jobtmp"/}
+	local tmp="${TMPDIR:-/tmp}" name part entry IFS
+	case $tmp in /*) ;; *) tmp=$PWD/$tmp ;; esac
+	case $1 in "$tmp"/bake-*) ;; *) return 1 ;; esac
+	name=${1#"$tmp"/}
 	# Their names (bake-VAR.SUFFIX) hold no newline, whatever TMPDIR holds.
 	case $_nl$_jobnames in *"$_nl${name%%/*}$_nl"*) ;; *) return 1 ;; esac
 	# A view of a re-pointed variable links the entries of the directory it named: a path
 	# through one of those links is that directory's, never job-local.
-	part=$_jobtmp/${name%%/*}
+	part=$tmp/${name%%/*}
 	[ "$name" != "${name#*/}" ] || return 0
 	IFS=/
 	for entry in ${name#*/}; do
@@ -483,20 +483,20 @@ _is_job_local() { # $1 path: succeed when it is in a job-local directory of this
 }
 
 _job_dir() { # $1 variable: sets _made to a fresh private directory for it under ${TMPDIR:-/tmp}
-	local tmp="${TMPDIR:-/tmp}"
+	local tmp="${TMPDIR:-/tmp}" count=1 name IFS="$_nl"
 	case $tmp in /*) ;; *) tmp=$PWD/$tmp ;; esac
 	# A runner may make its TMPDIR only after this runs (vLLM's docker path does, in its preflight):
 	# made here as the job's own `mkdir -p` would make it, with the same umask and owner.
 	[ -d "$tmp" ] || mkdir -p -- "$tmp" 2>/dev/null || :
-	_jobcount=$((_jobcount + 1))
+	for name in $_jobnames; do count=$((count + 1)); done
 	# A new entry: mkdir never follows a link at the name it makes, and a name someone took (this
 	# pid's, in another container sharing TMPDIR) falls back to mktemp.
-	_made=$tmp/bake-$1.$$.$_jobcount
+	_made=$tmp/bake-$1.$$.$count
 	if ! mkdir -m 0700 -- "$_made" 2>/dev/null; then
 		_made=$(mktemp -d "$tmp/bake-$1.XXXXXX" 2>/dev/null) || _made=''
 	fi
 	[ -n "$_made" ] && [ -d "$_made" ] || return 1
-	_jobtmp=$tmp _jobnames=$_jobnames${_made##*/}$_nl
+	_jobnames=$_jobnames${_made##*/}$_nl
 }
 
 # --- proving a location served
@@ -1414,8 +1414,8 @@ EOF
 
 # --- the end of the run
 
-_no_assets() { # "$@" the command: nothing to serve; warn and run the job, or stop it
-	local what="BAKE_ASSETS=$_assets: expected the baked asset directory with its bake.serve, saw $_reason"
+_no_assets() { # $1 mode (run or env), then the command: nothing to serve; warn and run the job, or stop it
+	local mode="$1" what="BAKE_ASSETS=$_assets: expected the baked asset directory with its bake.serve, saw $_reason"
 	local fix="run the image that bake built, or set BAKE_ASSETS to its asset directory"
 	if [ -n "$_verify" ]; then
 		_say "error: BAKE_VERIFY=1: nothing to verify: $what; $fix; job not started"
@@ -1426,11 +1426,12 @@ _no_assets() { # "$@" the command: nothing to serve; warn and run the job, or st
 		exit 6
 	fi
 	_say "warning: $what; no location served, the job may download; $fix"
-	[ "$_mode" = run ] && [ $# -gt 0 ] || exit 0
+	shift
+	[ "$mode" = run ] && [ $# -gt 0 ] || exit 0
 	exec "$@"
 }
 
-_ready() { # the ready line: what is served, and how long it took
+_ready() { # $1 the start, in ms, or empty: the ready line, what is served and how long it took
 	# shellcheck disable=SC2034 # field: the fields before SHOWN, which _fields sets and nothing reads
 	local list='' took='' record IFS="$_nl" field shown _now_ms
 	for record in $_head; do
@@ -1441,7 +1442,7 @@ _ready() { # the ready line: what is served, and how long it took
 		esac
 	done
 	_clock_ms
-	if [ -n "$_now_ms" ] && [ -n "$_t0" ]; then took=" in $((_now_ms - _t0)) ms"; fi
+	if [ -n "$_now_ms" ] && [ -n "$1" ]; then took=" in $((_now_ms - $1)) ms"; fi
 	if [ "$_unserved" -gt 0 ]; then _notes="$_notes; $_unserved location(s) not served, see above"; fi
 	list=${list#, }
 	_say "assets ready$took: ${list:-no consumer location to serve}$_notes"
@@ -1538,39 +1539,38 @@ _offline() { # export each fully baked consumer's own offline switches, as $_ass
 }
 
 _init() { # the run's state at its start: the flags off but BAKE_SEED, the asset directory from BAKE_ASSETS
-	_t0='' _unserved=0 _notes='' _exports='' _jobcount=0 _jobtmp='' _jobnames='' _tally='' _require='' _seed=1 _verify='' _report=1
+	_unserved=0 _notes='' _exports='' _jobnames='' _tally='' _require='' _seed=1 _verify='' _report=1
 	_root_mnt='' _cp_rs_failed=''
 	_assets=${BAKE_ASSETS:-/opt/bake/assets}
 	case $_assets in /*) ;; *) _assets=$PWD/$_assets ;; esac
 }
 
 _main() {
-	local _quiet _offline_on _now_ms # this function's own: what the run does at its end
+	local quiet='' offline='' start='' _now_ms _mode
 	_init
-	if _flag BAKE_QUIET 0; then _quiet=1; else
-		_quiet=
+	if _flag BAKE_QUIET 0; then quiet=1; else
 		_clock_ms
-		_t0=$_now_ms
+		start=$_now_ms
 	fi
 	_parse_args "$@"
 	if _flag BAKE_REQUIRE 0; then _require=1; fi
 	if ! _flag BAKE_SEED 1; then _seed=''; fi
 	if _flag BAKE_VERIFY 0; then _verify=1; fi
-	_offline_on='' && if _flag BAKE_OFFLINE 0; then _offline_on=1; fi
-	_load_serve || _no_assets "$@"
+	if _flag BAKE_OFFLINE 0; then offline=1; fi
+	_load_serve || _no_assets "$_mode" "$@"
 	if [ -n "$_verify" ]; then _verify; fi
 	_serve_all
-	[ -z "$_offline_on" ] || _offline
+	[ -z "$offline" ] || _offline
 	if [ "$_unserved" -gt 0 ] && [ -n "$_require" ]; then
 		_say "error: BAKE_REQUIRE=1: $_unserved location(s) above cannot serve the baked files from $_assets; fix them or unset BAKE_REQUIRE; job not started"
 		exit 6
 	fi
-	[ -n "$_quiet" ] || _ready
+	[ -n "$quiet" ] || _ready "$start"
 	if [ "$_mode" = env ]; then
 		_print_env
-		exit 0
+		return 0
 	fi
-	[ $# -gt 0 ] || exit 0
+	[ $# -gt 0 ] || return 0
 	exec "$@"
 }
 

@@ -380,7 +380,6 @@ def test_the_script_is_at_most_900_lines_after_shfmt() -> None:
     assert shipped_lines() <= MAX_LINES
 
 
-@pytest.mark.xfail(strict=True, reason="not met yet: 22 globals, from 55 (issue 27, point 3)")
 def test_main_sets_at_most_15_globals(box: Box) -> None:
     assert len(globals_set_by_main(box)) <= MAX_GLOBALS
 
