@@ -17,7 +17,8 @@
 # by file. bake.serve is never sourced. Python owns its format (`bake seal` refuses
 # whatever its reader would); this script checks only what guards itself: the
 # header's version, plain paths, and the variable names its `eval`s take (a
-# location's VAR, refused as servefile.REFUSED lists, or a fixed BAKE_* flag).
+# location's VAR, refused as servefile.REFUSED lists, a fixed BAKE_* flag, or the
+# names of its own locals that _fields sets).
 # Per location:
 #   already served: a stamp in bake's own directory there, recording every
 #   directory of the served tree as one `stat` still sees it, proves it.
