@@ -14,14 +14,20 @@
 # This script names no consumer. It reads the head of that file (locations, and
 # per consumer its set, directories and placements) with `read`; the per-file
 # records are read by awk, and only when a location must be proved or copied file
-# by file. Nothing is sourced or eval'd. Per location:
+# by file. bake.serve is never sourced. Python owns its format (`bake seal` refuses
+# whatever its reader would); this script checks only what guards itself: the
+# header's version, plain paths, and the variable names its `eval`s take (a
+# location's VAR, refused as servefile.REFUSED lists, a fixed BAKE_* flag, or the
+# names of its own locals that _fields sets).
+# Per location:
 #   already served: a stamp in bake's own directory there, recording every
 #   directory of the served tree as one `stat` still sees it, proves it.
 #   the container's own filesystem (nothing there, an empty directory, a dangling
 #   link, or a directory bake made), a tmpfs, or a job-local directory: the
 #   linked view, links into $BAKE_ASSETS made whole per placement (`cp -rsT`
-#   per tree, one `ln` per directory of a few files, one link for a directory
-#   the consumer never writes into).
+#   per tree, one `ln` per directory of a few files, or one `cp -rsT` making a
+#   missing directory and its links together, one link for a directory the
+#   consumer never writes into).
 #   node storage: another filesystem than / that is no tmpfs (a volume, a bind
 #   mount), or a directory on / that already holds data: the copied view, a
 #   verified copy of each missing baked file (never a link into the image, and
@@ -70,30 +76,23 @@ _DISK_BYTES_PER_S=33554432 _WAIT_MARGIN_S=10
 _STALE_S=30
 
 # The per-file half of bake.serve (SERVE_FORMAT.md): the `file` and `link` records of one
-# consumer, checked as a reader must, against `stat` lines on stdin. -v c=CONSUMER
-# view=linked|copied mode=names|check|plan|sums report=0|1 sets=" A B "; a path comes
-# through the environment (_bake_out), since -v would read backslashes in it as escapes.
+# consumer, against `stat` lines on stdin. -v c=CONSUMER view=linked|copied
+# mode=names|check|plan|sums report=0|1; a path comes through the environment (_bake_out), since
+# -v would read backslashes in it as escapes. Python's reader and `bake seal` own the format: this
+# checks only that a NAME is a plain path, which it hands to stat and cp.
 # names: NUL-separated names to stat; check: `ok`, or `problem NAME WHY` lines (and
 # `refused LINE WHY`); plan: also, for the missing ones, $_bake_out/dirs (`N DIR` per
 # directory), $_bake_out/lists/N (their names, NUL-separated) and /sums, and `copy COUNT
 # BYTES`; sums: sha256sum -c input for every file record.
 # shellcheck disable=SC2016 # awk's own $1..., not the shell's
 _AWK='
-BEGIN {
-	FS = "\t"
-	out = ENVIRON["_bake_out"]
-	for (i = 1; i < 32; i++) if (i != 9) ctl = ctl sprintf("%c", i)
-	ctl = "[" ctl sprintf("%c", 127) "]"
-}
+BEGIN { FS = "\t"; out = ENVIRON["_bake_out"] }
 function plain(p,   n, a, i) {
 	if (p == "" || substr(p, 1, 1) == "/") return 0
 	n = split(p, a, "/")
 	for (i = 1; i <= n; i++) if (a[i] == "" || a[i] == "." || a[i] == "..") return 0
 	return 1
 }
-function hex64(s) { return length(s) == 64 && s !~ /[^0-9a-f]/ }
-function digits(s) { return s != "" && s !~ /[^0-9]/ }
-function refuse(why) { if (report && mode == "check") printf "refused\t%d\t%s\n", FNR, why; return 0 }
 function resolve(name, target,   n, a, m, b, i, k, r) {
 	n = split(name, a, "/"); k = n - 1
 	m = split(target, b, "/")
@@ -105,42 +104,15 @@ function resolve(name, target,   n, a, m, b, i, k, r) {
 	for (i = 1; i <= k; i++) r = r (i > 1 ? "/" : "") a[i]
 	return r
 }
-function named(kind,   k) {
-	if (index(sets, " " $2 " ") == 0) return refuse("a CONSUMER with a set record above, saw \047" $2 "\047")
-	if (kind == "file" && $3 != "both" && $3 != "copied") return refuse("VIEW both or copied, saw \047" $3 "\047")
-	k = kind == "file" ? 4 : 3
-	if (!plain($k)) return refuse("NAME as a path inside the location, saw \047" $k "\047")
-	if (($2 SUBSEP $k) in seen) return refuse("one file or link record per NAME, saw \047" $k "\047 twice")
-	return 1
-}
-function accept(   i, t) {
-	if (length($0) > 4096) return refuse("a line of at most 4096 bytes")
-	if ($0 ~ ctl) return refuse("fields without control characters")
-	for (i = 1; i <= NF; i++) if (length($i) > 1024) return refuse("fields of at most 1024 bytes")
-	if ($1 == "file") {
-		if (NF != 6) return refuse("6 tab-separated fields, saw " NF)
-		if (!named("file")) return 0
-		if (!digits($5)) return refuse("SIZE in bytes, saw \047" $5 "\047")
-		if (!hex64($6)) return refuse("SHA256 as 64 lower-case hex characters, saw \047" $6 "\047")
-		seen[$2 SUBSEP $4] = 1; isfile[$2 SUBSEP $4] = 1
-		return 1
-	}
-	if ($1 == "link") {
-		if (NF != 4) return refuse("4 tab-separated fields, saw " NF)
-		if (!named("link")) return 0
-		t = resolve($3, $4)
-		if (t == "" || !(($2 SUBSEP t) in isfile)) return refuse("TARGET naming a file record above inside the location, saw \047" $4 "\047")
-		seen[$2 SUBSEP $3] = 1
-		return 1
-	}
-	if (index(" loc set dir place skip ", " " $1 " ")) return refuse("a " $1 " record before the first file or link record")
-	return refuse("a loc, set, dir, place, skip, file or link record, saw kind \047" $1 "\047")
+function accept(   k) {
+	k = $1 == "file" ? 4 : 3
+	if (plain($k)) return 1
+	if (report && mode == "check") printf "refused\t%d\t%s\n", FNR, "NAME as a path inside the location, saw \047" $k "\047"
+	return 0
 }
 FNR == NR {
-	if (FNR == 1 || $0 == "" || substr($0, 1, 1) == "#") next
-	if (!tail && $1 != "file" && $1 != "link") next
-	tail = 1
-	if (!accept() || $2 != c) next
+	if ($1 == "file" || $1 == "link") tail = 1
+	if (!tail || ($1 != "file" && $1 != "link") || !accept() || $2 != c) next
 	if ($1 == "file") {
 		name[++n] = $4; type[$4] = "file"; size[$4] = $5; sum[$4] = $6
 		serves[$4] = view == "copied" || $3 == "both"
@@ -202,8 +174,8 @@ _flag() { # $1 variable, $2 its value when unset or empty: succeed when on; exit
 	exit 2
 }
 
-_clock_ms() { # $1 start for the process's own start time: sets _now_ms to a millisecond reading, or empty
-	local up start stat
+_clock_ms() { # sets _now_ms to a millisecond reading, or empty
+	local up
 	# busybox ash and bash have $EPOCHREALTIME, to the microsecond.
 	# shellcheck disable=SC3028
 	case ${EPOCHREALTIME:-} in
@@ -214,18 +186,9 @@ _clock_ms() { # $1 start for the process's own start time: sets _now_ms to a mil
 		;;
 	esac
 	# dash has none, and a date process costs a millisecond: the kernel's clock since boot instead,
-	# read with `read` (to 10 ms: /proc/uptime in hundredths, a process's start time in ticks of 1/100 s).
+	# read with `read` (to 10 ms, /proc/uptime in hundredths; a short file, where /proc/self/stat,
+	# read byte by byte, costs half a millisecond).
 	_now_ms=''
-	if [ "${1:-}" = start ]; then
-		IFS= read -r stat 2>/dev/null </proc/self/stat || return 0
-		stat=${stat##*) } # the fields after the command name, which may hold anything
-		# shellcheck disable=SC2086 # split on purpose: the 20th field after it is the start time
-		set -- $stat
-		start=${20:-}
-		case $start in '' | *[!0-9]*) return 0 ;; esac
-		_now_ms=$((start * 10))
-		return 0
-	fi
 	IFS=' ' read -r up _ 2>/dev/null </proc/uptime || return 0
 	case $up in *[!0-9.]* | '' | .* | *.) return 0 ;; esac
 	# Hundredths, as two digits: 1NN - 100, so that a leading 0 is never read as octal.
@@ -238,7 +201,7 @@ _usage() {
 		'       bake-entrypoint --print-env    (runners: bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env")'
 }
 
-_parse_args() { # "$@": sets _mode to run or env; exits for --help and bad usage
+_parse_args() { # "$@": sets _mode (_main's) to run or env; exits for --help and bad usage
 	_mode=run
 	case ${1:-} in
 	--print-env)
@@ -268,15 +231,13 @@ _plain_path() { # $1: succeed when it is relative path components, none empty, .
 	esac
 }
 
-_split() { # $1 a record: sets _1 to _7 to its TAB-separated fields (kind first), empty past the last
-	local rest="$1$_tab"
-	_1=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
-	_2=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
-	_3=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
-	_4=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
-	_5=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
-	_6=${rest%%"$_tab"*} rest=${rest#*"$_tab"}
-	_7=${rest%%"$_tab"*}
+_fields() { # $1 a record, then names of the caller's locals: set each to the next TAB-separated field (kind first), empty past the last
+	local rest="$1$_tab" name
+	shift
+	for name do # the names are this script's own words, never data
+		eval "$name=\${rest%%\"\$_tab\"*}"
+		rest=${rest#*"$_tab"}
+	done
 }
 
 _find() { # $1 kind, $2 its first field (an ID or a consumer): sets _record to that head record, or fails
@@ -291,10 +252,10 @@ _find() { # $1 kind, $2 its first field (an ID or a consumer): sets _record to t
 	return 1
 }
 
-_set_of() { # $1 consumer: sets _state, _digest, _bytes, _root and _shown from its set record, or fails
+_set_of() { # $1 consumer: sets _state, _digest, _bytes, _root and _shown (_serve_loc's locals) from its set record, or fails
+	local kind consumer
 	_find set "$1" || return 1
-	_split "$_record"
-	_digest=$_3 _bytes=$_4 _state=$_5 _root=$_6 _shown=$_7
+	_fields "$_record" kind consumer _digest _bytes _state _root _shown
 }
 
 _parts() { # $1 kind (dir, place or skip), $2 consumer: sets _list to its records' fields after the consumer, a line each
@@ -317,91 +278,54 @@ _unsafe_var() { # $1 a variable name: succeed when a location may not name it (s
 	return 1
 }
 
-_load_loc() { # loc ID CONSUMER MODE VAR SUB FALLBACK: check a loc record, or set _reason and fail
-	local expected="MODE export with no SUB or FALLBACK, or under with /PATH, \$HOME[/PATH] or an earlier @ID"
+_load_loc() { # loc ID CONSUMER MODE VAR SUB FALLBACK: what guards this script: an ID its tally can hold, a variable it may eval, plain paths; or set _reason and fail
 	case $2 in '' | *[!A-Za-z0-9_.-]*) _reason="an ID of letters, digits, _ . -, saw '$2'" && return 1 ;; esac
-	! _find loc "$2" || { _reason="one loc line per ID, saw '$2' twice" && return 1; }
-	case $3 in
-	- | [A-Za-z0-9]*) case $3 in -) ;; *[!A-Za-z0-9._-]*) _reason="a CONSUMER name or -, saw '$3'" && return 1 ;; esac ;;
-	*) _reason="a CONSUMER name or -, saw '$3'" && return 1 ;;
-	esac
 	if _unsafe_var "$5"; then
 		_reason="a variable name other than PATH, IFS, ENV, BASH_*, BASHOPTS, SHELLOPTS, POSIXLY_CORRECT, EXECIGNORE, GLOBIGNORE, FUNCNEST, FCEDIT, PROMPT_COMMAND, PS0, PS1, PS2, PS3, PS4, OPTIND, TMOUT, CDPATH, PWD, OLDPWD, HOME, SHELL, _, TMPDIR, LD_*, GCONV_PATH, GETCONF_DIR, GLIBC_TUNABLES, HOSTALIASES, LOCALDOMAIN, LOCPATH, MUSL_LOCPATH, MALLOC_*, NIS_PATH, NLSPATH, RESOLV_HOST_CONF, RES_OPTIONS, TZDIR, PYTHON*, PERL5*, RUBY*, NODE_*, JAVA_TOOL_OPTIONS and BAKE_*, saw '$5'"
 		return 1
 	fi
 	[ -z "$6" ] || _plain_path "$6" || { _reason="SUB as plain relative components, saw '$6'" && return 1; }
-	case $4:$6:$7 in
-	export:: | under:*:\$HOME | under:*:/) return 0 ;;
-	under:*:@*) _find loc "${7#@}" && return 0 ;;
-	under:*:\$HOME/* | under:*:/*) _plain_path "${7#*/}" && return 0 ;;
+	# An @ID names an earlier loc, so that resolving a chain always ends.
+	case $7 in
+	'' | \$HOME | /) return 0 ;;
+	@*) _find loc "${7#@}" && return 0 ;;
+	\$HOME/* | /*) _plain_path "${7#*/}" && return 0 ;;
 	esac
-	_reason="$expected, saw '$4', '$6' and '$7'"
+	_reason="FALLBACK /PATH, \$HOME[/PATH] or an earlier @ID, saw '$7'"
 	return 1
 }
 
-_load_set() { # set CONSUMER DIGEST BYTES STATE ROOT SHOWN: check a set record, or set _reason and fail
-	local IFS="$_nl" record named=''
-	for record in $_head; do
-		case $record in "loc$_tab"*"$_tab$2$_tab"*)
-			_split "$record"
-			[ "$_3" != "$2" ] || named=1
-			;;
-		esac
+_load_record() { # $1 line: split at tabs, check what guards this script's evals and paths, add it to _head; set _reason and fail if not
+	local line="$1" rest="$1$_tab"
+	set --
+	while [ -n "$rest" ]; do
+		set -- "$@" "${rest%%"$_tab"*}"
+		rest=${rest#*"$_tab"}
 	done
-	[ -n "$named" ] && [ "$2" != - ] || { _reason="a CONSUMER named by a loc record above, saw '$2'" && return 1; }
-	! _find set "$2" || { _reason="one set record per consumer, saw '$2' twice" && return 1; }
-	case $3 in *[!0-9a-f]* | '') _reason="DIGEST as 64 lower-case hex characters, saw '$3'" && return 1 ;; esac
-	[ "${#3}" -eq 64 ] || { _reason="DIGEST as 64 lower-case hex characters, saw '$3'" && return 1; }
-	case $4 in *[!0-9]* | '') _reason="BYTES as decimal digits, saw '$4'" && return 1 ;; esac
-	case $5 in .*) _plain_path "$5" ;; *) false ;; esac || { _reason="STATE as plain components, the first hidden (.NAME), saw '$5'" && return 1; }
-	_plain_path "$6" || { _reason="ROOT as a path inside BAKE_ASSETS, saw '$6'" && return 1; }
-}
-
-_load_part() { # dir/place/skip CONSUMER ...: check a record of a consumer's set, or set _reason and fail
-	_find set "$2" || { _reason="a CONSUMER with a set record above, saw '$2'" && return 1; }
+	set -- "$@" '' '' '' '' '' '' # the fields a short record lacks read as empty
+	# The rest of the format's rules are Python's: `bake seal` refuses whatever its reader would.
 	case $1 in
-	dir)
-		case $3 in both | copied) ;; *) _reason="VIEW both or copied, saw '$3'" && return 1 ;; esac
-		[ "$4" = . ] || _plain_path "$4" || { _reason="PATH as . or plain relative components, saw '$4'" && return 1; }
+	loc) _load_loc "$@" ;;
+	set)
+		case $3 in *[!0-9a-f]* | '') false ;; *) [ "${#3}" -eq 64 ] ;; esac ||
+			{ _reason="DIGEST as 64 lower-case hex characters, saw '$3'" && return 1; } # a stamp's name
+		case $4 in *[!0-9]* | '') _reason="BYTES as decimal digits, saw '$4'" && return 1 ;; esac # arithmetic
+		_plain_path "$5" || { _reason="STATE as plain components, the first hidden (.NAME), saw '$5'" && return 1; }
+		_plain_path "$6" || { _reason="ROOT as a path inside BAKE_ASSETS, saw '$6'" && return 1; }
 		;;
+	dir) [ "$4" = . ] || _plain_path "$4" || { _reason="PATH as . or plain relative components, saw '$4'" && return 1; } ;;
 	place)
-		case $3 in tree | link | copy) ;; *) _reason="HOW tree, link or copy, saw '$3'" && return 1 ;; esac
 		_plain_path "$4" || { _reason="SOURCE as a path inside BAKE_ASSETS, saw '$4'" && return 1; }
 		[ "$5" = . ] || _plain_path "$5" || { _reason="DEST as . or a path inside the location, saw '$5'" && return 1; }
 		;;
-	skip)
-		_plain_path "$3" || { _reason="NAME as a path inside the location, saw '$3'" && return 1; }
-		;;
-	esac
-}
-
-_load_record() { # $1 line: split at tabs (empty fields kept), check it, add it to _head; set _reason and fail if not
-	local line="$1" rest="$1$_tab" field
-	if [ "${#1}" -gt 4096 ]; then _reason="a line of at most 4096 bytes" && return 1; fi
-	set --
-	while [ -n "$rest" ]; do
-		field=${rest%%"$_tab"*}
-		rest=${rest#*"$_tab"}
-		case $field in *[[:cntrl:]]*) _reason="fields without control characters" && return 1 ;; esac
-		[ "${#field}" -le 1024 ] || { _reason="fields of at most 1024 bytes" && return 1; }
-		set -- "$@" "$field"
-	done
-	case $1:$# in
-	loc:7) _load_loc "$@" ;;
-	set:7) _load_set "$@" ;;
-	dir:4 | place:5 | skip:3) _load_part "$@" ;;
-	loc:* | set:* | dir:* | place:* | skip:*)
-		case $1 in loc | set) _reason=7 ;; dir) _reason=4 ;; place) _reason=5 ;; *) _reason=3 ;; esac
-		_reason="$_reason tab-separated fields, saw $#"
-		false
-		;;
-	*) _reason="a loc, set, dir, place, skip, file or link record, saw kind '$1'" && false ;;
+	skip) _plain_path "$3" || { _reason="NAME as a path inside the location, saw '$3'" && return 1; } ;;
+	*) return 0 ;; # a kind no one reads here
 	esac || return 1
 	_head=$_head$line$_nl
 }
 
 _load_serve() { # read the head of $_assets/bake.serve into _head; fails (with _reason) when it is missing or not v1
-	local line number=0
+	local line number=0 _record=''
 	_head=''
 	if [ ! -r "$_assets/bake.serve" ] || [ -d "$_assets/bake.serve" ]; then
 		if [ -d "$_assets" ]; then _reason="a directory without a readable bake.serve"; else _reason="nothing there"; fi
@@ -445,8 +369,7 @@ _find_uid() { # sets _uid to the effective uid, without a fork where /proc allow
 
 _find_home() { # sets _home from HOME, else from the password database; empty if neither knows
 	local entry user dir
-	[ -z "${_home_known:-}" ] || return 0
-	_home_known=1
+	[ -z "${_home+known}" ] || return 0
 	_home=${HOME:-}
 	[ -z "$_home" ] || return 0
 	_find_uid
@@ -471,10 +394,9 @@ _export() { # $1 name, $2 value: export for the job and remember it for --print-
 }
 
 _resolve() { # $1 loc ID: sets _resolved to its directory, absolute; empty when it has none
-	local var sub fallback value set
+	local kind id consumer mode var sub fallback value set
 	_find loc "$1" || return 0
-	_split "$_record"
-	var=$_5 sub=$_6 fallback=$_7
+	_fields "$_record" kind id consumer mode var sub fallback
 	eval "value=\${$var:-} set=\${$var+set}"
 	if [ -z "$value" ]; then
 		case $fallback in
@@ -501,9 +423,30 @@ _resolve() { # $1 loc ID: sets _resolved to its directory, absolute; empty when 
 	_resolved=$value
 }
 
+_mount_id() { # $1 directory: sets _mnt to the id of the mount it is on, from /proc without a process; empty if unknown
+	local key value
+	_mnt=''
+	# Opened as DIR/. : a FIFO or device there fails (ENOTDIR), never opened, never blocking.
+	{
+		while IFS=: read -r key value; do
+			[ "$key" = mnt_id ] || continue
+			_mnt=${value#"$_tab"}
+			break
+		done </proc/self/fdinfo/8
+	} 2>/dev/null 8<"$1/." || _mnt=''
+}
+
 _fs_kind() { # $1 existing path: sets _kind to own (the container's own filesystem), tmpfs or node
 	local devices type
 	_kind=node # what stat cannot answer counts as node storage: a copy is safe anywhere, a link is not
+	# On the mount / is on: the same filesystem, with no process. Another mount (a volume, a bind
+	# mount, a tmpfs, or / bound into itself) is told apart by its device and type, as stat sees them.
+	[ -n "$_root_mnt" ] || { _mount_id / && _root_mnt=${_mnt:--}; }
+	_mount_id "$1"
+	if [ -n "$_mnt" ] && [ "$_mnt" = "$_root_mnt" ]; then
+		_kind=own
+		return 0
+	fi
 	devices=$(stat -L -c %d / "$1" 2>/dev/null) || return 0
 	if [ "${devices%"$_nl"*}" = "${devices#*"$_nl"}" ]; then
 		_kind=own
@@ -523,14 +466,15 @@ _was_job_local() { # $1 directory: succeed when an entrypoint made it job-local:
 }
 
 _is_job_local() { # $1 path: succeed when it is in a job-local directory of this job, through no link
-	local name part entry IFS
-	case $1 in "$_jobtmp"/bake-*) ;; *) return 1 ;; esac
-	name=${1#"$_jobtmp"/}
+	local tmp="${TMPDIR:-/tmp}" name part entry IFS
+	case $tmp in /*) ;; *) tmp=$PWD/$tmp ;; esac
+	case $1 in "$tmp"/bake-*) ;; *) return 1 ;; esac
+	name=${1#"$tmp"/}
 	# Their names (bake-VAR.SUFFIX) hold no newline, whatever TMPDIR holds.
 	case $_nl$_jobnames in *"$_nl${name%%/*}$_nl"*) ;; *) return 1 ;; esac
 	# A view of a re-pointed variable links the entries of the directory it named: a path
 	# through one of those links is that directory's, never job-local.
-	part=$_jobtmp/${name%%/*}
+	part=$tmp/${name%%/*}
 	[ "$name" != "${name#*/}" ] || return 0
 	IFS=/
 	for entry in ${name#*/}; do
@@ -540,20 +484,20 @@ _is_job_local() { # $1 path: succeed when it is in a job-local directory of this
 }
 
 _job_dir() { # $1 variable: sets _made to a fresh private directory for it under ${TMPDIR:-/tmp}
-	local tmp="${TMPDIR:-/tmp}"
+	local tmp="${TMPDIR:-/tmp}" count=1 name IFS="$_nl"
 	case $tmp in /*) ;; *) tmp=$PWD/$tmp ;; esac
 	# A runner may make its TMPDIR only after this runs (vLLM's docker path does, in its preflight):
 	# made here as the job's own `mkdir -p` would make it, with the same umask and owner.
 	[ -d "$tmp" ] || mkdir -p -- "$tmp" 2>/dev/null || :
-	_jobcount=$((_jobcount + 1))
+	for name in $_jobnames; do count=$((count + 1)); done
 	# A new entry: mkdir never follows a link at the name it makes, and a name someone took (this
 	# pid's, in another container sharing TMPDIR) falls back to mktemp.
-	_made=$tmp/bake-$1.$$.$_jobcount
+	_made=$tmp/bake-$1.$$.$count
 	if ! mkdir -m 0700 -- "$_made" 2>/dev/null; then
 		_made=$(mktemp -d "$tmp/bake-$1.XXXXXX" 2>/dev/null) || _made=''
 	fi
 	[ -n "$_made" ] && [ -d "$_made" ] || return 1
-	_jobtmp=$tmp _jobnames=$_jobnames${_made##*/}$_nl
+	_jobnames=$_jobnames${_made##*/}$_nl
 }
 
 # --- proving a location served
@@ -583,7 +527,7 @@ _dir_stats() { # $1 directory, $2 consumer, $3 view: sets _stats to each directo
 
 _stamped() { # $1 directory, $2 consumer: succeed when its stamp recorded every directory of the view as it is now
 	local dir="$1" stamp view root line recorded=''
-	_set_of "$2" && _state_ok "$dir" "$_state" || return 1
+	_state_ok "$dir" "$_state" || return 1
 	stamp=$dir/$_state/served.$_digest
 	if [ -f "$stamp.linked" ] && [ ! -L "$stamp.linked" ]; then
 		view=linked
@@ -603,7 +547,7 @@ _stamped() { # $1 directory, $2 consumer: succeed when its stamp recorded every 
 
 _stamp_begin() { # $1 directory, $2 consumer, $3 view: sets _tmp_stamp to a new stamp in its state directory, or empty
 	_tmp_stamp=''
-	_set_of "$2" && _state_ok "$1" "$_state" || return 0
+	_state_ok "$1" "$_state" || return 0
 	# The directories are recorded before the proof: whatever changes during it makes the stamp
 	# disagree later. A builtin write, created with O_EXCL (noclobber, nothing there), 0644 for
 	# every job's user; mktemp only when the name is taken (this pid's, from another container).
@@ -627,7 +571,7 @@ _write_new() { # $1 a name where nothing is, $2 a line: create it (O_EXCL) holdi
 
 _stamp_new() { # $1 directory, $2 consumer, $3 view: stamp a location just made whole, where no stamp is yet
 	local stamp
-	_set_of "$2" && _state_ok "$1" "$_state" || return 0
+	_state_ok "$1" "$_state" || return 0
 	stamp=$1/$_state/served.$_digest.$3
 	[ ! -e "$stamp" ] && [ ! -L "$stamp" ] || return 0
 	_dir_stats "$1" "$2" "$3"
@@ -637,7 +581,6 @@ _stamp_new() { # $1 directory, $2 consumer, $3 view: stamp a location just made 
 _stamp_end() { # $1 directory, $2 consumer, $3 view, $4 1 to keep it: put the stamp begun in place, or drop it
 	local stamp
 	[ -n "$_tmp_stamp" ] || return 0
-	_set_of "$2"
 	stamp=$1/$_state/served.$_digest.$3
 	if [ -n "$4" ] && [ ! -L "$stamp" ] && { [ -f "$stamp" ] || [ ! -e "$stamp" ]; }; then
 		mv -f -T -- "$_tmp_stamp" "$stamp" 2>/dev/null && return 0
@@ -646,16 +589,7 @@ _stamp_end() { # $1 directory, $2 consumer, $3 view, $4 1 to keep it: put the st
 }
 
 _awk() { # $1 consumer, $2 view, $3 mode, $4 - to read stat lines from stdin: the per-file program on bake.serve
-	local sets='' record IFS="$_nl"
-	for record in $_head; do
-		case $record in "set$_tab"*)
-			record=${record#set"$_tab"}
-			sets="$sets ${record%%"$_tab"*}"
-			;;
-		esac
-	done
-	LC_ALL=C awk -v c="$1" -v view="$2" -v mode="$3" -v report="$_report" -v sets="$sets " \
-		"$_AWK" "$_assets/bake.serve" ${4:+"$4"}
+	LC_ALL=C awk -v c="$1" -v view="$2" -v mode="$3" -v report="$_report" "$_AWK" "$_assets/bake.serve" ${4:+"$4"}
 }
 
 _stat_listing() { # $1 directory, $2 consumer, $3 view: one stat line per served name that exists there
@@ -700,7 +634,6 @@ _prove() { # $1 directory, $2 consumer, $3 view: succeed when every file of the 
 
 _mkdirs() { # $1 directory, $2 consumer, $3 views to make (both, or both and copied), $4 1 for bake's state too
 	local dir="$1" views="$3" state_too="${4:-}" entry IFS
-	_set_of "$2"
 	_parts dir "$2"
 	set --
 	[ -z "$state_too" ] || [ -d "$dir/$_state" ] || set -- "$dir/$_state"
@@ -717,6 +650,34 @@ _placement() { # $1 a place entry (HOW, SOURCE, DEST), $2 its location: sets _ho
 	_from=${1#*"$_tab"}
 	_to=$2/${_from#*"$_tab"}
 	_from=$_assets/${_from%%"$_tab"*}
+}
+
+_linked_new() { # $1 a directory to make, whose parent exists, $2 consumer: make it and its links in one cp where its placements are one directory's every file
+	local dir="$1" entry source='' count=0 IFS
+	_parts skip "$2"
+	[ -z "$_list" ] || return 1
+	_parts place "$2"
+	IFS=$_nl
+	for entry in $_list; do
+		_placement "$entry" "$1"
+		[ "$_how" = link ] && [ "$_to" = "$1/${_from##*/}" ] && [ "${source:=${_from%/*}}" = "${_from%/*}" ] &&
+			[ -f "$_from" ] && [ ! -L "$_from" ] || return 1
+		count=$((count + 1))
+	done
+	[ -n "$source" ] || return 1
+	set +f
+	set -- "$source"/* "$source"/.[!.]* "$source"/..?*
+	set -f
+	for entry do
+		{ [ -e "$entry" ] || [ -L "$entry" ]; } || continue # an unmatched glob
+		case $_nl$_list in *"$_tab${entry#"$_assets"/}$_tab"*) count=$((count - 1)) ;; *) return 1 ;; esac
+	done
+	# What `mkdir` then `ln -s` per file would make, in one process: cp names each link's target
+	# SOURCE/NAME, and --no-preserve=mode gives the directory mkdir's mode (0777 less the umask).
+	[ "$count" -eq 0 ] && [ -z "$_cp_rs_failed" ] || return 1
+	cp -r -s -T --no-preserve=mode -- "$source" "$dir" 2>/dev/null && return 0
+	_cp_rs_failed=1 # busybox's cp has no --no-preserve: mkdir and ln from now on
+	return 1
 }
 
 _placed_one() { # $1 directory, $2 consumer: succeed when one of its links into the image is there: bake made it
@@ -782,7 +743,6 @@ _place() { # $1 directory, $2 consumer: make every placement; succeed when each 
 
 _linked() { # $1 directory, $2 consumer, $3 1 for a fresh job-local one: serve the linked view; returns a status
 	local dir="$1" state proven='' tree=''
-	_set_of "$2"
 	state=$_state
 	_parts place "$2"
 	# Only a whole tree needs bake's state there: its marker and stamp (the other placements
@@ -868,7 +828,6 @@ _in_the_way() { # $1 path: set _reason for something at a name bake needs in nod
 
 _node_dirs() { # $1 directory, $2 consumer: make bake's state and each directory of the copied view, never through a link
 	local dir="$1" entry part='' IFS
-	_set_of "$2"
 	_parts dir "$2"
 	set --
 	IFS=/
@@ -916,7 +875,6 @@ _open_lock() { # $1 lock file: open it on fd 9, as a new file or a regular one, 
 
 _take_lock() { # $1 directory, $2 consumer: hold its lock on fd 9 as the copier (_copier=1) or after a wait; sets _lockless where locks fail
 	local state bytes bound started failed
-	_set_of "$2"
 	state=$_state bytes=$_bytes
 	_open_lock "$1/$state/lock" || return 1
 	if ! command -v flock >/dev/null 2>&1; then
@@ -948,7 +906,6 @@ _take_lock() { # $1 directory, $2 consumer: hold its lock on fd 9 as the copier 
 
 _seed_lockless() { # $1 directory, $2 consumer: copy in under an exclusive mkdir, or wait for the job that holds it
 	local lock looks=0 seen='' now since=''
-	_set_of "$2"
 	lock=$1/$_state/copying
 	_notes="$_notes; $1: $_lockless, so an exclusive mkdir of ${lock##*/} stands in for the lock"
 	while :; do
@@ -1015,7 +972,6 @@ _reclaim() { # $1 a dead copier's lock directory: move it aside (one waiter wins
 
 _copy_in() { # $1 directory, $2 consumer, $3 the lock directory without locks: as the copier, copy the missing files in; sets _reason if not
 	local dir="$1" state root staging out parent
-	_set_of "$2"
 	state=$_state root=$_root parent=${3:-$dir/$_state}
 	if [ -z "${3:-}" ]; then
 		set +f
@@ -1145,8 +1101,7 @@ EOF
 # --- serving a location
 
 _where() { # $1 directory, $2 consumer: make it where that is ours to do; sets _view; returns a status if not
-	local dir="$1" up state
-	_set_of "$2"
+	local dir="$1" up='' state
 	state=$_state
 	_kind=''
 	if [ ! -d "$dir" ]; then
@@ -1169,7 +1124,7 @@ _where() { # $1 directory, $2 consumer: make it where that is ours to do; sets _
 			fi
 		fi
 		# mkdir -p, then a look: a concurrent job's mkdir is no failure (no check-then-act gap).
-		mkdir -p -- "$dir" 2>/dev/null || :
+		{ [ "$_kind" != node ] && [ "$up" = "${dir%/*}" ] && _linked_new "$dir" "$2"; } || mkdir -p -- "$dir" 2>/dev/null || :
 		if [ ! -d "$dir" ]; then
 			[ -e "$dir" ] && return "$_NOT_A_DIR"
 			return "$_CANNOT_MAKE"
@@ -1216,7 +1171,6 @@ _problem() { # $1 location, $2 expected, $3 seen, $4 what to do: one warning (er
 }
 
 _wanted() { # $1 consumer: sets _want to what a location should serve, for messages
-	_set_of "$1" || _shown=''
 	_want="a directory serving $1's ${_shown:-files} from $_assets"
 }
 
@@ -1231,12 +1185,11 @@ _merged() { # $1 variable, $2 node directory or empty, $3 consumer: sets _made t
 }
 
 _moved() { # $1 variable just exported, $2 the loc ID that did: serve again each earlier loc that looks through it
-	local IFS="$_nl" record id
+	local IFS="$_nl" record kind id consumer
 	for record in $_head; do
 		case $record in "loc$_tab$2$_tab"*) return 0 ;; "loc$_tab"*) ;; *) continue ;; esac
-		_split "$record"
-		id=$_2
-		if [ "$_3" != - ] && _find set "$_3" && _uses "$id" "$1"; then
+		_fields "$record" kind id consumer
+		if [ "$consumer" != - ] && _find set "$consumer" && _uses "$id" "$1"; then
 			# Reported where it was; what counts now is where its consumer looks.
 			_tally_of "$id"
 			_unserved=$((_unserved - _n))
@@ -1246,10 +1199,11 @@ _moved() { # $1 variable just exported, $2 the loc ID that did: serve again each
 }
 
 _uses() { # $1 loc ID, $2 variable: succeed when the loc, or a FALLBACK it names, is resolved through it
+	local kind id consumer mode var sub fallback
 	_find loc "$1" || return 1
-	_split "$_record"
-	[ "$_5" != "$2" ] || return 0
-	case $_7 in @*) _uses "${_7#@}" "$2" ;; *) return 1 ;; esac
+	_fields "$_record" kind id consumer mode var sub fallback
+	[ "$var" != "$2" ] || return 0
+	case $fallback in @*) _uses "${fallback#@}" "$2" ;; *) return 1 ;; esac
 }
 
 _tally_of() { # $1 loc ID: sets _n to the problems last counted at it
@@ -1298,7 +1252,6 @@ _keep_view() { # $1 variable, $2 the directory it names, $3 SUB, $4 consumer: se
 	# No SUB (the Hub's cache, a variable's own directory): every entry but those the consumer
 	# serves, and its state, whose paths bake makes as real directories.
 	_link_entries "$from" "$made"
-	_set_of "$4"
 	_parts dir "$4"
 	set -- "${_state%%/*}"
 	IFS=$_nl
@@ -1351,11 +1304,17 @@ _serve_under() { # $1 loc ID, $2 its variable, $3 its SUB, $4 its directory or e
 }
 
 _serve_loc() { # $1 loc ID: serve it where its consumer looks, or report it
-	local dir status=0 consumer mode var sub unserved=$_unserved
-	_find loc "$1" && _split "$_record" || return 0
-	consumer=$_3 mode=$_4 var=$_5 sub=$_6
-	[ "$consumer" != - ] && _find set "$consumer" || return 0
-	_reason='' _missing='' _why='' _hostile=''
+	local dir status=0 kind id consumer mode var sub fallback unserved=$_unserved
+	# The consumer's set record, read once here for every function this calls (dash, bash and
+	# busybox scope a local to the calls it makes).
+	local _digest _bytes _state _root _shown
+	# And what the functions it calls find out about this location, set by one and read by
+	# another (each function's comment names what it sets).
+	local _record='' _resolved='' _kind='' _view='' _mnt='' _list='' _how='' _from='' _to='' _made='' _want=''
+	local _reason='' _missing='' _why='' _hostile='' _copier='' _lockless='' _beat='' _tmp_stamp='' _copies=0 _copy_bytes=0 _now_ms=''
+	_find loc "$1" || return 0
+	_fields "$_record" kind id consumer mode var sub fallback
+	[ "$consumer" != - ] && _set_of "$consumer" || return 0
 	_resolve "$1"
 	dir=$_resolved
 	if [ -n "$dir" ]; then
@@ -1456,8 +1415,8 @@ EOF
 
 # --- the end of the run
 
-_no_assets() { # "$@" the command: nothing to serve; warn and run the job, or stop it
-	local what="BAKE_ASSETS=$_assets: expected the baked asset directory with its bake.serve, saw $_reason"
+_no_assets() { # $1 mode (run or env), then the command: nothing to serve; warn and run the job, or stop it
+	local mode="$1" what="BAKE_ASSETS=$_assets: expected the baked asset directory with its bake.serve, saw $_reason"
 	local fix="run the image that bake built, or set BAKE_ASSETS to its asset directory"
 	if [ -n "$_verify" ]; then
 		_say "error: BAKE_VERIFY=1: nothing to verify: $what; $fix; job not started"
@@ -1468,21 +1427,23 @@ _no_assets() { # "$@" the command: nothing to serve; warn and run the job, or st
 		exit 6
 	fi
 	_say "warning: $what; no location served, the job may download; $fix"
-	[ "$_mode" = run ] && [ $# -gt 0 ] || exit 0
+	shift
+	[ "$mode" = run ] && [ $# -gt 0 ] || exit 0
 	exec "$@"
 }
 
-_ready() { # the ready line: what is served, and how long it took
-	local list='' took='' record IFS="$_nl"
+_ready() { # $1 the start, in ms, or empty: the ready line, what is served and how long it took
+	# shellcheck disable=SC2034 # field: the fields before SHOWN, which _fields sets and nothing reads
+	local list='' took='' record IFS="$_nl" field shown _now_ms
 	for record in $_head; do
 		case $record in "set$_tab"*)
-			_split "$record"
-			list="$list${_7:+, $_7}"
+			_fields "$record" field field field field field field shown
+			list="$list${shown:+, $shown}"
 			;;
 		esac
 	done
 	_clock_ms
-	if [ -n "$_now_ms" ] && [ -n "$_t0" ]; then took=" in $((_now_ms - _t0)) ms"; fi
+	if [ -n "$_now_ms" ] && [ -n "$1" ]; then took=" in $((_now_ms - $1)) ms"; fi
 	if [ "$_unserved" -gt 0 ]; then _notes="$_notes; $_unserved location(s) not served, see above"; fi
 	list=${list#, }
 	_say "assets ready$took: ${list:-no consumer location to serve}$_notes"
@@ -1535,19 +1496,19 @@ _offline_ok() { # $1 consumer, $2 variable, $3 value: succeed for a switch bake.
 }
 
 _baked_whole() { # $1 consumer: succeed when it has a set record and no location of it went unserved in this start
-	local IFS="$_nl" record
+	local IFS="$_nl" record kind id consumer
 	_find set "$1" || return 1
 	for record in $_head; do
 		case $record in "loc$_tab"*) ;; *) continue ;; esac
-		_split "$record"
-		[ "$_3" = "$1" ] || continue
-		_tally_of "$_2"
+		_fields "$record" kind id consumer
+		[ "$consumer" = "$1" ] || continue
+		_tally_of "$id"
 		[ "$_n" -eq 0 ] || return 1
 	done
 }
 
 _offline() { # export each fully baked consumer's own offline switches, as $_assets/bake.offline lists them
-	local file="$_assets/bake.offline" line number=0 consumer var value current exported=''
+	local file="$_assets/bake.offline" line number=0 consumer var value current exported='' _record=''
 	if [ ! -f "$file" ] || [ ! -r "$file" ]; then
 		_say "warning: BAKE_OFFLINE=1: $file: expected the offline switches bake seal writes, saw no readable file; no switch exported: reseal with this bake"
 		return 0
@@ -1560,8 +1521,7 @@ _offline() { # export each fully baked consumer's own offline switches, as $_ass
 			return 0
 		fi
 		case $line in '' | '#'*) continue ;; esac
-		_split "$line"
-		consumer=$_1 var=$_2 value=$_3
+		_fields "$line" consumer var value
 		if [ "$line" != "$consumer$_tab$var$_tab$value" ] || ! _offline_ok "$consumer" "$var" "$value"; then
 			_say "warning: BAKE_OFFLINE=1: $file line $number: expected CONSUMER, VAR and VALUE (a word, or @PATH in the asset directory), saw another line; skipped"
 			continue
@@ -1579,36 +1539,41 @@ _offline() { # export each fully baked consumer's own offline switches, as $_ass
 	[ -z "$exported" ] || _notes="$_notes; offline:$exported"
 }
 
+_init() { # the run's state at its start: the flags off but BAKE_SEED, the asset directory from BAKE_ASSETS
+	_unserved=0 _notes='' _exports='' _jobnames='' _tally='' _require='' _seed=1 _verify='' _report=1
+	_root_mnt='' _cp_rs_failed=''
+	_assets=${BAKE_ASSETS:-/opt/bake/assets}
+	case $_assets in /*) ;; *) _assets=$PWD/$_assets ;; esac
+}
+
 _main() {
-	_t0='' _unserved=0 _notes='' _exports='' _jobcount=0 _jobtmp='' _jobnames='' _tally='' _require='' _seed='' _verify='' _report=1
-	_reason='' _missing='' _why='' _hostile='' _copier='' _lockless='' _beat='' _tmp_stamp='' _copies=0 _copy_bytes=0
-	if _flag BAKE_QUIET 0; then _quiet=1; else
-		_quiet=
-		_clock_ms start
-		_t0=$_now_ms
+	local quiet='' offline='' start='' _now_ms _mode
+	_init
+	if _flag BAKE_QUIET 0; then quiet=1; else
+		_clock_ms
+		start=$_now_ms
 	fi
 	_parse_args "$@"
 	if _flag BAKE_REQUIRE 0; then _require=1; fi
-	if _flag BAKE_SEED 1; then _seed=1; fi
+	if ! _flag BAKE_SEED 1; then _seed=''; fi
 	if _flag BAKE_VERIFY 0; then _verify=1; fi
-	_offline_on='' && if _flag BAKE_OFFLINE 0; then _offline_on=1; fi
-	_assets=${BAKE_ASSETS:-/opt/bake/assets}
-	case $_assets in /*) ;; *) _assets=$PWD/$_assets ;; esac
-	_load_serve || _no_assets "$@"
+	if _flag BAKE_OFFLINE 0; then offline=1; fi
+	_load_serve || _no_assets "$_mode" "$@"
 	if [ -n "$_verify" ]; then _verify; fi
 	_serve_all
-	[ -z "$_offline_on" ] || _offline
+	[ -z "$offline" ] || _offline
 	if [ "$_unserved" -gt 0 ] && [ -n "$_require" ]; then
 		_say "error: BAKE_REQUIRE=1: $_unserved location(s) above cannot serve the baked files from $_assets; fix them or unset BAKE_REQUIRE; job not started"
 		exit 6
 	fi
-	[ -n "$_quiet" ] || _ready
+	[ -n "$quiet" ] || _ready "$start"
 	if [ "$_mode" = env ]; then
 		_print_env
-		exit 0
+		return 0
 	fi
-	[ $# -gt 0 ] || exit 0
+	[ $# -gt 0 ] || return 0
 	exec "$@"
 }
 
-_main "$@"
+# A test sources this file with _BAKE_SOURCED=1 to call one function (tests/test_entrypoint_functions.py).
+[ -n "${_BAKE_SOURCED:-}" ] || _main "$@"

@@ -1,5 +1,6 @@
-"""Old against new: the engine's cold fetch (measure 1) and the entrypoint's start (measure 7) on
-two commits, interleaved, medians of 3 rounds, so a regression shows beyond the machine's noise.
+"""Old against new: the engine's cold fetch (measure 1), the entrypoint's start (measure 7) and the
+runner's line at 2 files (measure 10) on two commits, interleaved, medians of 3 rounds, so a
+regression shows beyond the machine's noise.
 
     scripts/bench.py --compare OLD [--smoke]     (OLD: a commit, e.g. the round's first)
 
@@ -18,6 +19,7 @@ from bench.entrypoint import bench_entrypoint
 from bench.fetchers import Fetcher
 from bench.files import bench_manifest, generate, snapshot
 from bench.processes import mirror
+from bench.runner_line import bench_runner_line
 
 ROUNDS = 3
 
@@ -45,6 +47,7 @@ def bench_compare(profile: Profile, old: str, work: Path, logs: Path) -> dict:
     fetch: dict[str, list[float]] = {"old": [], "new": []}
     served: dict[str, list[float]] = {"old": [], "new": []}
     unset: dict[str, list[float]] = {"old": [], "new": []}
+    line: dict[str, list[float]] = {"old": [], "new": []}
     with mirror(trees["new"], root, logs, rate=profile.rate) as origin:
         for round_ in range(ROUNDS):
             for name in ("old", "new"):
@@ -54,12 +57,15 @@ def bench_compare(profile: Profile, old: str, work: Path, logs: Path) -> dict:
                 start = bench_entrypoint(profile, trees[name], round_work)
                 served[name].append(start["overhead_ms"])
                 unset[name].append(start["overhead_ms_unset"])
+                at_two_files = bench_runner_line(profile, trees[name], round_work, (0,))
+                line[name].append(at_two_files["line_ms_two_files"])
             log(f"round {round_ + 1}: fetch {fetch['old'][-1]:.2f} s / {fetch['new'][-1]:.2f} s")
     result = {"old": old, "rounds": ROUNDS}
     for label, values, unit in (
         ("fetch", fetch, "s"),
         ("entrypoint", served, "ms"),
         ("entrypoint_unset", unset, "ms"),
+        ("runner_line", line, "ms"),
     ):
         old_median, new_median = statistics.median(values["old"]), statistics.median(values["new"])
         result[label] = {"unit": unit, "old": old_median, "new": new_median, "ratio": new_median / old_median}
@@ -77,6 +83,7 @@ def compare_table(result: dict) -> str:
         "fetch": "cold fetch (measure 1)",
         "entrypoint": "entrypoint, served",
         "entrypoint_unset": "entrypoint, unset",
+        "runner_line": "runner line, 2 files (measure 10)",
     }
     for key, name in names.items():
         m = result[key]

@@ -23,8 +23,8 @@ One run measures, and prints as a table:
  10. runner line: `bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"` where
      vLLM's native runner calls it (fresh TMPDIR and XDG_CACHE_HOME, an HF_HOME an earlier job
      seeded), at 3, 9 and 27 locations (bench/runner_line.py).
---compare OLD measures 1 and 7 on commit OLD and on this checkout, interleaved, medians of
-three rounds (bench/compare.py): no regression beyond noise.
+--compare OLD measures 1, 7 and 10 (at 2 files) on commit OLD and on this checkout, interleaved,
+medians of three rounds (bench/compare.py): no regression beyond noise.
 Everything listens on 127.0.0.1 only, and every process it starts is stopped by pid.
 The builds use a snapshot of this checkout (tracked and unignored files as they are
 now), so edits made while it runs cannot reach them. --smoke is the same with a

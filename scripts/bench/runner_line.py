@@ -90,14 +90,17 @@ def _cost(profile: Profile, root: Path, assets: Path, bin_dir: Path, log_path: P
     }
 
 
-def bench_runner_line(profile: Profile, src: Path, work: Path) -> dict:
-    """Measure 10: the runner's line's cost at 3, 9 and 27 locations (2, 8 and 26 files)."""
+def bench_runner_line(
+    profile: Profile, src: Path, work: Path, extra_locations: tuple[int, ...] = EXTRA_LOCATIONS
+) -> dict:
+    """Measure 10: the runner's line's cost at 3, 9 and 27 locations (2, 8 and 26 files), or at 3 plus
+    each of ``extra_locations``."""
     log_path = work / "logs" / "runner-line.log"
     bin_dir = work / "runner-line" / "bin"
     bin_dir.mkdir(parents=True)
     (bin_dir / "bake-entrypoint").symlink_to(src / "scripts/entrypoint.sh")
     by_locations = {}
-    for extra in EXTRA_LOCATIONS:
+    for extra in extra_locations:
         root = work / "runner-line" / f"extra-{extra}"
         consumers, files = _consumers(extra)
         assets = seal_files(src, root, {**production_files(), **files}, log_path, consumers)

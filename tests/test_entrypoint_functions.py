@@ -1,0 +1,389 @@
+"""The entrypoint's functions one at a time, under dash and busybox sh.
+
+The script is sourced with ``_BAKE_SOURCED=1`` (a variable only these tests set), so that
+``_main`` does not run; ``_init`` sets the run's state, and one function is called with its
+arguments. These are the functions that decide what a location is and how it is served; the
+whole-script runs are in tests/test_entrypoint.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.serve import SCRIPT, SHELLS, Box, Shell, content, new_box, resolved, sealed
+
+O200K = "fb374d419588a4632f3f557e76b4b70aebbca790"  # the SHA-1 of o200k_base's URL: tiktoken's name
+FILES = {
+    "s3tokenizer/speech_tokenizer_v3_25hz.onnx": content("v3", 3000),
+    f"tiktoken/{O200K}": content("o200k", 1500),
+    "whisper/base.pt": content("whisper", 1800),
+}
+URLS = {f"tiktoken/{O200K}": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"}
+DECLARED = {"whisper": "${XDG_CACHE_HOME:-$HOME/.cache}/whisper"}
+CHECKPOINT = "speech_tokenizer_v3_25hz.onnx"
+
+
+@pytest.fixture(params=SHELLS, ids=lambda s: s.name)
+def shell(request: pytest.FixtureRequest) -> Shell:
+    return resolved(request.param)
+
+
+@pytest.fixture
+def box(shell: Shell) -> Iterator[Box]:
+    made = new_box(shell, sealed(FILES, URLS, DECLARED))
+    yield made
+    shutil.rmtree(made.root)
+
+
+# What _serve_loc keeps per location, as its locals, for the functions it calls.
+PER_LOCATION = (
+    "_record='' _resolved='' _kind='' _view='' _mnt='' _list='' _how='' _from='' _to='' _made='' _want='' "
+    "_reason='' _missing='' _why='' _hostile='' _copier='' _lockless='' _beat='' _tmp_stamp='' "
+    "_copies=0 _copy_bytes=0 _now_ms=''"
+)
+
+
+def call(box: Box, body: str, **env: object) -> subprocess.CompletedProcess[str]:
+    """Source the script in ``box``'s shell, set up a location's state, load its bake.serve, then run
+    ``body``; its result."""
+    script = f'. "$0"\n_init\n{PER_LOCATION}\n_load_serve\n{body}\n'
+    return subprocess.run(
+        [*box.shell.argv, "-c", script, str(SCRIPT)],
+        env=box.env(_BAKE_SOURCED=1, **env),
+        cwd=box.root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def out(box: Box, body: str, **env: object) -> str:
+    """What ``body`` prints, after checking it ran to the end."""
+    result = call(box, body, **env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def status(box: Box, body: str, **env: object) -> int:
+    """The status ``body`` (one function call) returns."""
+    return int(out(box, f"{body} && echo 0 || echo $?", **env))
+
+
+def test_sourcing_runs_nothing(box: Box) -> None:
+    result = call(box, "echo sourced")
+
+    assert (result.returncode, result.stdout, result.stderr) == (0, "sourced\n", "")
+    assert list(box.home.iterdir()) == [] and list(box.tmp.iterdir()) == []
+
+
+# --- what a location is ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("loc", "env", "expected"),
+    [
+        ("s3tokenizer.0", {"XDG_CACHE_HOME": "/x/cache"}, "/x/cache/s3tokenizer"),
+        ("s3tokenizer.0", {}, "HOME/.cache/s3tokenizer"),
+        ("s3tokenizer.0", {"XDG_CACHE_HOME": "rel"}, "ROOT/rel/s3tokenizer"),
+        ("tiktoken.0", {"TIKTOKEN_RS_CACHE_DIR": "/x/rs"}, "/x/rs"),
+        ("tiktoken.1", {}, ""),
+    ],
+    ids=["set", "fallback $HOME", "relative to the working directory", "export", "export unset"],
+)
+def test_resolve_names_the_directory_a_consumer_looks_in(
+    box: Box, loc: str, env: dict[str, str], expected: str
+) -> None:
+    seen = out(box, f'_resolve {loc}; printf "%s" "$_resolved"', **env)
+
+    assert seen == expected.replace("HOME", str(box.home)).replace("ROOT", str(box.root))
+
+
+def test_resolve_exports_a_variable_set_but_empty_as_the_directory_it_serves(box: Box) -> None:
+    body = '_resolve s3tokenizer.0; printf "%s|%s" "$_resolved" "$XDG_CACHE_HOME"'
+
+    seen = out(box, body, XDG_CACHE_HOME="")
+
+    assert seen == f"{box.home}/.cache/s3tokenizer|{box.home}/.cache"
+
+
+@pytest.mark.parametrize(
+    ("where", "kind"),
+    [("ROOT", "own"), ("/dev/shm", "tmpfs"), ("/proc", "node")],
+    ids=["the mount / is on", "a tmpfs", "another filesystem"],
+)
+def test_fs_kind_tells_the_three_kinds_of_filesystem_apart(box: Box, where: str, kind: str) -> None:
+    if not Path(where.replace("ROOT", "/")).is_dir():
+        pytest.fail(f"{where} is not a directory on this machine: the test needs one")
+
+    assert out(box, f'_fs_kind "{where.replace("ROOT", str(box.root))}"; echo "$_kind"') == kind
+
+
+def test_mount_id_opens_no_fifo_and_knows_no_missing_path(box: Box) -> None:
+    os.mkfifo(box.root / "fifo")
+
+    body = (
+        '_mount_id /; a=$_mnt; _mount_id "$PWD"; b=$_mnt; _mount_id /proc; c=$_mnt\n'
+        '_mount_id "$PWD/fifo"; d=$_mnt; _mount_id "$PWD/none"; echo "$a|$b|$c|$d|$_mnt"'
+    )
+
+    seen = out(box, body)
+
+    root, here, proc, fifo, missing = seen.split("|")
+    assert root.isdigit() and here == root and proc.isdigit() and proc != root
+    assert (fifo, missing) == ("", "")
+
+
+@pytest.mark.parametrize(
+    ("path", "made"),
+    [
+        ("TMP/bake-XDG_CACHE_HOME.12.1", True),
+        ("TMP/bake-XDG_CACHE_HOME.AbC123", True),
+        ("TMP/bake-X.1/sub", False),
+        ("TMP/other", False),
+        ("ROOT/bake-X.1", False),
+    ],
+    ids=["by pid", "by mktemp", "inside one", "another name", "outside TMPDIR"],
+)
+def test_was_job_local_knows_an_entrypoints_job_local_directory_by_its_name(
+    box: Box, path: str, made: bool
+) -> None:
+    path = path.replace("TMP", str(box.tmp)).replace("ROOT", str(box.root))
+
+    assert status(box, f'_was_job_local "{path}"') == (0 if made else 1)
+
+
+def test_is_job_local_is_true_only_for_this_jobs_directories_and_never_through_a_link(box: Box) -> None:
+    (box.root / "elsewhere").mkdir()
+    body = (
+        '_job_dir HF_HOME; made=$_made; ln -s "$PWD/elsewhere" "$made/linked"; mkdir "$made/real"\n'
+        'for p in "$made" "$made/real/x" "$made/linked/x" "$TMPDIR/bake-HF_HOME.1.1"; do\n'
+        '  if _is_job_local "$p"; then echo yes; else echo no; fi\ndone'
+    )
+
+    assert out(box, body).split() == ["yes", "yes", "no", "no"]
+
+
+def test_job_dir_makes_a_private_directory_and_a_missing_tmpdir_as_mkdir_p_would(box: Box) -> None:
+    tmp = box.root / "fresh" / "tmp"
+
+    made = Path(out(box, '_job_dir TIKTOKEN_CACHE_DIR; echo "$_made"', TMPDIR=tmp))
+
+    assert made.parent == tmp and made.name.startswith("bake-TIKTOKEN_CACHE_DIR.")
+    assert made.stat().st_mode & 0o777 == 0o700
+    assert tmp.stat().st_mode & 0o777 == 0o777 & ~0o022  # the test runs with umask 022
+
+
+@pytest.mark.parametrize(
+    ("entries", "empty"),
+    [([], True), ([".bake/"], True), (["data"], False), ([".hidden"], False), (["..odd"], False)],
+    ids=["nothing", "bake's state only", "a file", "a hidden file", "a name starting with .."],
+)
+def test_empty_sees_every_entry_but_bakes_own(box: Box, entries: list[str], empty: bool) -> None:
+    where = box.root / "loc"
+    where.mkdir()
+    for name in entries:
+        (where / name.rstrip("/")).mkdir() if name.endswith("/") else (where / name).write_text("x")
+
+    assert status(box, f'_empty "{where}" .bake') == (0 if empty else 1)
+
+
+@pytest.mark.parametrize(
+    ("made", "what"),
+    [
+        ("link", "a symbolic link"),
+        ("dir", "a directory"),
+        ("file", "a regular file"),
+        ("fifo", "a FIFO"),
+        ("none", "nothing"),
+    ],
+)
+def test_kind_of_names_what_is_there_without_following_it(box: Box, made: str, what: str) -> None:
+    path = box.root / "name"
+    {"link": lambda: path.symlink_to(box.root), "dir": path.mkdir, "file": path.touch,
+     "fifo": lambda: os.mkfifo(path), "none": lambda: None}[made]()  # fmt: skip
+
+    assert out(box, f'_kind_of "{path}"; echo "$_why"') == what
+    assert status(box, f'_special "{path}"') == (1 if made in ("dir", "none") else 0)
+
+
+def test_state_ok_wants_bakes_directories_real_all_the_way(box: Box) -> None:
+    (box.root / "a" / ".locks" / ".bake").mkdir(parents=True)
+    (box.root / "b" / ".locks").mkdir(parents=True)
+    (box.root / "b" / ".locks" / ".bake").symlink_to(box.root / "a" / ".locks" / ".bake")
+
+    assert status(box, f'_state_ok "{box.root}/a" .locks/.bake') == 0
+    assert status(box, f'_state_ok "{box.root}/b" .locks/.bake') == 1
+    assert status(box, f'_state_ok "{box.root}/c" .bake') == 1
+
+
+# --- how it is served -----------------------------------------------------------------------------
+
+
+def test_where_makes_a_missing_location_on_the_containers_filesystem_linked(box: Box) -> None:
+    loc = box.root / "cache" / "s3tokenizer"
+    loc.parent.mkdir()
+
+    assert out(box, f'_set_of s3tokenizer; _where "{loc}" s3tokenizer; echo "$_kind $_view"') == "own linked"
+    assert loc.is_dir() and not loc.is_symlink()
+
+
+def test_where_gives_a_directory_holding_data_the_copied_view(box: Box) -> None:
+    loc = box.root / "data"
+    loc.mkdir()
+    (loc / "theirs.bin").write_text("x")
+
+    assert out(box, f'_set_of s3tokenizer; _where "{loc}" s3tokenizer; echo "$_view"') == "copied"
+
+
+def test_where_leaves_a_file_where_a_directory_belongs(box: Box) -> None:
+    loc = box.root / "file"
+    loc.write_text("x")
+
+    assert status(box, f'_set_of s3tokenizer; _where "{loc}" s3tokenizer') == 4  # _NOT_A_DIR
+    assert loc.read_text() == "x"
+
+
+def test_where_replaces_a_dangling_link_on_the_containers_filesystem(box: Box) -> None:
+    loc = box.root / "dangling"
+    loc.symlink_to(box.root / "gone")
+
+    assert out(box, f'_set_of s3tokenizer; _where "{loc}" s3tokenizer; echo "$_view"') == "linked"
+    assert loc.is_dir() and not loc.is_symlink()
+
+
+def test_linked_new_makes_the_directory_and_its_links_in_one_go_where_cp_can(box: Box) -> None:
+    loc = box.root / "fresh"
+
+    made = status(box, f'_linked_new "{loc}" s3tokenizer')
+
+    if box.shell.tool == "busybox":  # busybox's cp has no --no-preserve: mkdir and ln do it
+        assert made == 1 and not loc.exists()
+        return
+    assert made == 0
+    assert loc.stat().st_mode & 0o777 == 0o755  # what mkdir makes under umask 022
+    link = loc / CHECKPOINT
+    assert os.readlink(link) == f"{box.assets}/s3tokenizer/{CHECKPOINT}"
+
+
+def test_linked_new_declines_a_directory_the_placements_do_not_cover_whole(box: Box) -> None:
+    # tiktoken's directory in the image also holds the o200k_base.tiktoken alias, which is not served.
+    loc = box.root / "fresh"
+
+    assert status(box, f'_linked_new "{loc}" tiktoken') == 1
+    assert not loc.exists()
+
+
+def test_in_place_and_placed_one_prove_links_with_no_process(box: Box) -> None:
+    loc = box.root / "loc"
+    loc.mkdir()
+    body = (
+        f'for f in _in_place _placed_one; do if $f "{loc}" s3tokenizer; then echo yes; else echo no; fi\ndone'
+    )
+
+    assert out(box, body).split() == ["no", "no"]
+    (loc / CHECKPOINT).symlink_to(box.assets / "s3tokenizer" / CHECKPOINT)
+    assert out(box, body).split() == ["yes", "yes"]
+    (loc / CHECKPOINT).unlink()
+    (loc / CHECKPOINT).symlink_to(box.assets / "whisper" / "base.pt")  # a link to another file
+    assert out(box, body).split() == ["no", "no"]
+
+
+def test_stamped_holds_while_the_directories_are_as_recorded(box: Box) -> None:
+    loc = box.root / "loc"
+    loc.mkdir()
+    (loc / ".bake").mkdir()
+    (loc / CHECKPOINT).write_bytes(FILES[f"s3tokenizer/{CHECKPOINT}"])
+    check = f'_set_of s3tokenizer; if _stamped "{loc}" s3tokenizer; then echo yes; else echo no; fi'
+
+    assert out(box, check) == "no"
+    assert out(box, f'_set_of s3tokenizer; _stamp_new "{loc}" s3tokenizer copied; {check}') == "yes"
+    (loc / "another").write_text("x")
+    assert out(box, check) == "no"
+
+
+@pytest.mark.parametrize("view", ["linked", "copied"])
+def test_serve_at_serves_either_view_and_a_second_call_finds_it_served(box: Box, view: str) -> None:
+    loc = box.root / "loc"
+    if view == "copied":
+        loc.mkdir()
+        (loc / "theirs.bin").write_text("x")  # holding data: node storage's view
+
+    assert status(box, f'_set_of s3tokenizer; _serve_at "{loc}" s3tokenizer') == 0
+
+    served = loc / CHECKPOINT
+    assert served.is_symlink() == (view == "linked")
+    assert served.read_bytes() == FILES[f"s3tokenizer/{CHECKPOINT}"]
+    assert status(box, f'_set_of s3tokenizer; _serve_at "{loc}" s3tokenizer') == 0
+
+
+# --- the checks that guard the shell's own evals and paths -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "plain"),
+    [("a", True), ("a/b.c", True), ("", False), ("/a", False), ("a//b", False), ("a/./b", False),
+     ("a/../b", False), ("..", False), ("a/", False)],
+)  # fmt: skip
+def test_plain_path(box: Box, path: str, plain: bool) -> None:
+    assert status(box, f"_plain_path '{path}'") == (0 if plain else 1)
+
+
+@pytest.mark.parametrize(
+    ("var", "unsafe"),
+    [("XDG_CACHE_HOME", False), ("_x1", False), ("PATH", True), ("LD_PRELOAD", True), ("BAKE_X", True),
+     ("1A", True), ("A-B", True), ("", True), ("A;B", True)],
+)  # fmt: skip
+def test_unsafe_var(box: Box, var: str, unsafe: bool) -> None:
+    assert status(box, f"_unsafe_var '{var}'") == (0 if unsafe else 1)
+
+
+# --- issue 27's targets for the script's shape -----------------------------------------------------
+
+MAX_LINES = 900
+MAX_GLOBALS = 15
+
+
+def shipped_lines() -> int:
+    """The script's lines as shfmt prints it, so that a packed line does not count as one."""
+    shfmt = shutil.which("shfmt")
+    if shfmt is None:
+        pytest.fail("shfmt is not installed: pip install -e '.[test]' (it brings shfmt-py)")
+    formatted = subprocess.run([shfmt, str(SCRIPT)], capture_output=True, text=True, check=True).stdout
+    return len(formatted.splitlines())
+
+
+def globals_set_by_main(box: Box) -> set[str]:
+    """The names of the script's own variables (``_name``) that ``_main`` sets, in a fresh job."""
+    script = '. "$0"; set >"$1"; trap \'set >"$2"\' EXIT; _main'
+    before, after = box.root / "before", box.root / "after"
+    result = subprocess.run(
+        [*box.shell.argv, "-c", script, str(SCRIPT), str(before), str(after)],
+        env=box.env(_BAKE_SOURCED=1, XDG_CACHE_HOME=box.root / "fresh" / "xdg"),
+        cwd=box.root, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+
+    def names(path: Path) -> set[str]:
+        return {line.split("=", 1)[0] for line in path.read_text().splitlines() if line.startswith("_")}
+
+    return names(after) - names(before) - {"_"}  # the shell's own last argument
+
+
+@pytest.mark.xfail(strict=True, reason="not met yet: 1,579 lines after shfmt (issue 27, point 3)")
+def test_the_script_is_at_most_900_lines_after_shfmt() -> None:
+    assert shipped_lines() <= MAX_LINES
+
+
+def test_main_sets_at_most_15_globals(box: Box) -> None:
+    assert len(globals_set_by_main(box)) <= MAX_GLOBALS
+
+
+def test_the_globals_count_sees_the_scripts_state(box: Box) -> None:
+    # The measure itself: it must see the state every run keeps, or the target above proves nothing.
+    assert {"_assets", "_unserved", "_exports"} <= globals_set_by_main(box)
