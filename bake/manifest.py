@@ -23,10 +23,12 @@ from bake.text import escape, has_control
 
 DEFAULT_MANIFEST = "docker/assets.toml"
 
-_ALLOWED_KEYS = {"name", "path", "sha256", "urls", "size", "groups"}
+_ALLOWED_KEYS = {"name", "path", "sha256", "urls", "size", "groups", "layer"}
 _REQUIRED_KEYS = ("name", "path", "sha256", "urls")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# A layer name goes into its unit's image tag (bake.layers), which holds at most 128 characters.
+MAX_LAYER_NAME = 48
 # Root names bake writes itself, beside the assets.
 RESERVED_ROOT_NAMES = ("SHA256SUMS", "bake.lock.json", consumers.SERVE_NAME, offline.NAME)
 SCHEMES = ("https", "http", "file", "hf")
@@ -67,6 +69,8 @@ class Asset:
     groups: tuple[str, ...] = ()
     # For a [[hub]] blob: the repository files it backs (bake.hubtable); not part of equality.
     hub: hubtable.HubBlob | None = dataclass_field(default=None, compare=False, repr=False)
+    # The ``layer = "NAME"`` key: assets sharing it form one unit, one image layer (bake.layers).
+    layer: str | None = None
 
     def canonical_url(self) -> str | None:
         """Return the first ``https://`` URL, the one consumers derive cache names from."""
@@ -252,6 +256,17 @@ def _check_groups(groups: object, where: str) -> list[str]:
     return groups
 
 
+def _check_layer(layer: object, where: str) -> str | None:
+    if layer is not None and not (
+        isinstance(layer, str) and _NAME.match(layer) and len(layer) <= MAX_LAYER_NAME
+    ):
+        raise ManifestError(
+            f"{where}: layer {layer!r} must be a name of at most {MAX_LAYER_NAME} letters, digits, '.', '_' "
+            "or '-' (it is part of an image tag); give the assets that share one layer the same name"
+        )
+    return layer
+
+
 def _check_path_length(path: str, where: str) -> None:
     """Refuse a path the filesystem could not hold, with bake's staging name beside it."""
     if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
@@ -316,6 +331,7 @@ def parse_asset(
         urls=tuple(urls),
         size=size,
         groups=tuple(groups),
+        layer=_check_layer(raw.get("layer"), where),
     )
     owner = consumers.owner(asset.path, table)
     if owner is not None:

@@ -68,6 +68,8 @@ LAYERS = {
     "editing a manifest": ["bake.manifestedit", "bake.add", "bake.hub.listing", "bake.hub.add"],
     "the checked build": [
         "bake.context",
+        "bake.registry",
+        "bake.layers",
         "bake.assets_image",
         "bake.build",
         "bake.publish",
