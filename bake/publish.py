@@ -39,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.error
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -198,12 +198,31 @@ def publish_assets(
 ) -> Block:
     """Make sure every unit image, the index and the whole are in the registry; push what is missing.
 
-    The tree is built (the Dockerfile's ``assets`` stage, fetched and sealed) only when one of
-    them is missing, then split into the unit layers and the index (bake.layers), each pushed
-    with its own compression. Raises UsageError for a bad repository or manifest, BuildError
-    (exit 5) when the registry gives no definite answer, the build fails or a push fails.
+    The tree is built (the Dockerfile's ``assets`` stage, fetched and sealed, from the installed
+    package) only when one of them is missing. Raises UsageError for a bad repository or
+    manifest, BuildError (exit 5) when the registry gives no definite answer, the build fails or
+    a push fails.
     """
     chosen = selection_of(manifest, repository, groups)
+    build_args = {
+        "ASSET_MANIFEST": MANIFEST_IN_CONTEXT,
+        "ASSET_GROUPS": " ".join(groups),
+        "ASSET_DIGEST": chosen.digest,
+    }
+    extra = {MANIFEST_IN_CONTEXT: Path(manifest)}
+
+    def build(tree: Path) -> None:
+        _build(chosen.whole_ref, "assets", build_args, extra, buildx_args, f"type=tar,dest={tree}")
+
+    return publish_selection(chosen, build)
+
+
+def publish_selection(chosen: Selection, build: Callable[[Path], None]) -> Block:
+    """Ask the registry for each image of ``chosen``; when one is missing, ``build(tree)`` writes the
+    sealed tree's tar, which is split into the units and the index (bake.layers), and what is
+    missing is pushed. The one "ask, build, push" of ``bake publish`` and ``bake build
+    --assets-image``. Raises BuildError (exit 5) as publish_assets does.
+    """
     refs = [chosen.unit_ref(u) for u in chosen.units] + [chosen.index_ref, chosen.whole_ref]
     found = {ref: registry_digest(ref) for ref in refs}
     if None not in found.values():
@@ -214,29 +233,13 @@ def publish_assets(
     else:
         missing = [ref for ref, digest in found.items() if digest is None]
         log.info("not in the registry yet: %s; building the assets tree to push them", ", ".join(missing))
-        build_args = {
-            "ASSET_MANIFEST": MANIFEST_IN_CONTEXT,
-            "ASSET_GROUPS": " ".join(groups),
-            "ASSET_DIGEST": chosen.digest,
-        }
         with tempfile.TemporaryDirectory(prefix="bake-layers-") as tmp:
             tree = Path(tmp) / "tree.tar"
-            output = f"type=tar,dest={tree}"
-            _build(
-                chosen.whole_ref,
-                "assets",
-                build_args,
-                {MANIFEST_IN_CONTEXT: Path(manifest)},
-                buildx_args,
-                output,
-            )
+            build(tree)
             found |= _push_units(chosen, tree, Path(tmp), found)
     units = tuple((u, Published(chosen.unit_ref(u), found[chosen.unit_ref(u)])) for u in chosen.units)
-    return Block(
-        units,
-        Published(chosen.index_ref, found[chosen.index_ref]),
-        Published(chosen.whole_ref, found[chosen.whole_ref]),
-    )
+    index, whole = (Published(ref, found[ref]) for ref in (chosen.index_ref, chosen.whole_ref))
+    return Block(units, index, whole)
 
 
 def _push_units(chosen: Selection, tree: Path, tmp: Path, found: dict[str, str | None]) -> dict[str, str]:

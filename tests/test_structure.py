@@ -71,10 +71,10 @@ LAYERS = {
         "bake.registry",
         "bake.layers",
         "bake.assets_image",
-        "bake.build",
-        "bake.publish",
         "bake.dockerfile",
         "bake.pin",
+        "bake.publish",
+        "bake.build",
     ],
     "image assertions": [
         "bake.testing",
