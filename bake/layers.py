@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bake.errors import BuildError
+from bake.hashes import sha256_file
 from bake.manifest import Asset
 
 ROOT = "opt/bake/assets"
@@ -181,17 +182,14 @@ def _sample_ratio(path: Path) -> float:
     return packed / raw if raw else 1.0
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return f"sha256:{digest.hexdigest()}"
+def digest_of(path: Path) -> str:
+    """The ``sha256:…`` digest of a file."""
+    return f"sha256:{sha256_file(path)}"
 
 
 def compress(tar: Path) -> Layer:
     """Return the layer blob for ``tar``: stored as is, zstd, or gzip (see the module's rule)."""
-    diff_id = _sha256(tar)
+    diff_id = digest_of(tar)
     if _sample_ratio(tar) > STORE_ABOVE:
         blob, media_type = tar, TAR
     elif shutil.which("zstd"):
@@ -208,7 +206,7 @@ def compress(tar: Path) -> Layer:
         blob, media_type = tar.with_suffix(".tar.gz"), f"{TAR}+gzip"
         with tar.open("rb") as f, blob.open("wb") as raw, gzip.GzipFile("", "wb", fileobj=raw, mtime=0) as z:
             shutil.copyfileobj(f, z, 1 << 20)
-    return Layer(blob, media_type, _sha256(blob), blob.stat().st_size, diff_id, tar.stat().st_size)
+    return Layer(blob, media_type, digest_of(blob), blob.stat().st_size, diff_id, tar.stat().st_size)
 
 
 def image(blobs: Sequence[Layer]) -> tuple[bytes, bytes]:

@@ -163,9 +163,8 @@ class Builds:
         publish_new = sum(n for d, n in self.registry.blobs().items() if d not in before)
         pulled = sum(blob["size"] for blob in self.registry.manifest("bake-assets", self.digest)["layers"])
         fleet_env = self.env(BASE_IMAGE=base_b, FETCH_IMAGE=base_a)
-        fleet = bench_fleet(
-            self.bake, fleet_env, self.src, self.work, self.logs, self.engine, self.registry, layer
-        )
+        published = self.engine.layers(image_a)[len(self.engine.layers(base_a)) :]
+        fleet = bench_fleet(self.bake, fleet_env, self.src, self.work, self.logs, self.engine, self.registry)
 
         log("builds: fresh builder (engine data root deleted; the registry stays)")
         self.engine.wipe()
@@ -180,7 +179,8 @@ class Builds:
             "origin_asset_bytes": fresh_bytes,
             "registry_asset_bytes": pulled,
             "vs_cold": fresh_s / cold_s,
-            "same_asset_layer": self.asset_layer(image_a, base_a) == layer,
+            # The block's layers (a unit's, the index's), as the build before the wipe made them.
+            "same_asset_layer": self.engine.layers(image_a)[len(self.engine.layers(base_a)) :] == published,
             "fleet": fleet,
         }
         return {"warm_rebuild": warm, "base_bump": base_bump, "fresh_builder": fresh}

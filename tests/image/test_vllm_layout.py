@@ -18,10 +18,8 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -33,6 +31,7 @@ import pytest
 
 from bake.assets_image import registry_digest
 from bake.manifest import load_manifest
+from tests.engines import second_engine
 from tests.registries import REGISTRY as SHARED_REGISTRY
 from tests.registries import LocalRegistry, remove_images_named
 
@@ -598,38 +597,14 @@ def test_ci_base_alone_needs_the_assets_image(site: Site, history: History, tmp_
 def fresh_engine(
     request: pytest.FixtureRequest, image: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[docker_sdk.DockerClient]:
-    """A second dockerd with its own, empty data root (the main engine and its stand-ins stay untouched),
-    with the classic image store or the containerd image store (``engine.store`` says which)."""
+    """A second dockerd with its own, empty data root, with the classic or the containerd image store
+    (``engine.store`` says which)."""
     dockerd = shutil.which("dockerd", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
     if dockerd is None:
         fail_or_skip("dockerd is not installed; run scripts/toolchain.sh up")
-    work = tmp_path_factory.mktemp("engine")
-    sock = work / "d.sock"
-    config = work / "daemon.json"
-    config.write_text(json.dumps({"features": {"containerd-snapshotter": request.param == "containerd"}}))
-    # fmt: off
-    cmd = [dockerd, "--config-file", str(config), "--data-root", str(work / "data"),
-           "--exec-root", str(work / "exec"), "--pidfile", str(work / "d.pid"), "--host", f"unix://{sock}",
-           "--bridge=none", "--iptables=false", "--ip6tables=false",
-           "--containerd-namespace", "bake-vllm", "--containerd-plugins-namespace", "bake-vllm-plugins"]
-    # fmt: on
-    with open(work / "dockerd.log", "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        for _ in range(300):
-            assert proc.poll() is None, (work / "dockerd.log").read_text()[-3000:]
-            try:
-                engine = docker_sdk.DockerClient(base_url=f"unix://{sock}", timeout=300)
-                engine.ping()
-                break
-            except docker_sdk.errors.DockerException:
-                time.sleep(0.1)
-        engine.store = request.param
-        yield engine
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
-        shutil.rmtree(work, ignore_errors=True)
+    with second_engine(dockerd, tmp_path_factory.mktemp("engine"), request.param, "bake-vllm") as engine:
+        engine.client.store = request.param
+        yield engine.client
 
 
 def pull_states(engine: docker_sdk.DockerClient, ref: str) -> dict[str, list[str]]:
