@@ -31,7 +31,10 @@ class SecondEngine:
 
 @contextlib.contextmanager
 def second_engine(dockerd: str, work: Path, store: str, namespace: str) -> Iterator[SecondEngine]:
-    """Start ``dockerd`` in ``work`` with the ``store`` image store ("classic" or "containerd")."""
+    """Start ``dockerd`` in ``work`` with the ``store`` image store ("classic" or "containerd").
+
+    ``work`` must be short: containerd's sockets under it hold at most 104 bytes of path."""
+    work.mkdir(parents=True, exist_ok=True)
     sock = work / "d.sock"
     config = work / "daemon.json"
     config.write_text(json.dumps({"features": {"containerd-snapshotter": store == "containerd"}}))
@@ -54,6 +57,7 @@ def second_engine(dockerd: str, work: Path, store: str, namespace: str) -> Itera
                 time.sleep(0.1)
         yield SecondEngine(client, store, work / "exec/containerd/containerd.sock", namespace)
     finally:
-        os.kill(proc.pid, signal.SIGTERM)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
         shutil.rmtree(work, ignore_errors=True)

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -66,7 +67,8 @@ def test_the_runner_line_serves_from_the_mounted_image(image: str, tmp_path: Pat
     ref = whole.partition("@")[0]
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    with second_engine(dockerd, tmp_path / "engine", "containerd", "bake-mount") as engine:
+    work = Path(tempfile.mkdtemp(prefix="bake-mount-"))  # short: containerd's socket paths are bounded
+    with second_engine(dockerd, work, "containerd", "bake-mount") as engine:
         engine.client.images.pull(*ref.rsplit(":", 1))
         address = ["--address", str(engine.containerd), "-n", engine.namespace]
         subprocess.run([ctr, *address, "images", "mount", ref, str(mnt)], check=True, capture_output=True)
