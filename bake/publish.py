@@ -271,11 +271,11 @@ def _push_units(chosen: Selection, tree: Path, tmp: Path, found: dict[str, str |
 
 
 def _report(name: str, layer: layers.Layer) -> None:
-    """One stderr line per layer: its size, compression and what the compression saved."""
+    """One stderr line per layer: its size, its compression, its blob's size and digest."""
     ratio = layer.size / layer.tar_size if layer.tar_size else 1.0
     print(
         f"bake: {name}: {shown_size(layer.tar_size)} tar, {layer.compression}, {shown_size(layer.size)} "
-        f"pushed ({ratio:.2f}), {layer.digest}",
+        f"blob ({ratio:.2f}), {layer.digest}",
         file=sys.stderr,
     )
 
