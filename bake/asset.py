@@ -21,6 +21,8 @@ class Asset:
     groups: tuple[str, ...] = ()
     # For a [[hub]] blob: the repository files it backs (bake.hub.entry); not part of equality.
     hub: HubBlob | None = field(default=None, compare=False, repr=False)
+    # The ``layer = "NAME"`` key: assets sharing it form one unit, one image layer (bake.layers).
+    layer: str | None = None
 
     def canonical_url(self) -> str | None:
         """Return the first ``https://`` URL, the one consumers derive cache names from."""

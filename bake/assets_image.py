@@ -1,15 +1,14 @@
-"""Content-addressed assets image: publish the asset layer once per manifest digest, build images from it.
+"""The assets image of a bake definition: the one registry decision, and the manifest digest.
 
-``bake build --assets-image REPO`` resolves the bake definition, computes the
-manifest digest of what its targets bake, and looks for ``REPO:<digest>`` in the
-registry. When it is missing, the same targets are built once more as their
-``assets`` stage and pushed under that tag; the fetch stage checks the digest
-(``ASSET_DIGEST``), so the tag always names exactly that content. Then the real
-build replaces the Dockerfile's ``assets`` stage with the image, as a named
-context pinned to the digest the registry answered with: nothing is fetched, and
-any builder that can pull from the registry (a fresh one included) produces the
-same asset layer. ``bake publish`` and ``bake pin`` ask the registry through the
-same ``registry_digest``, and ``bake publish`` pushes through the same ``publish_once``.
+``bake build --assets-image REPO`` resolves the bake definition and works out the selection its
+targets bake (``resolve``). The unit images, the index and the whole tree
+(``REPO:<manifest digest>``, bake.publish) are looked up in the registry; when one is missing,
+the targets' ``assets`` stage is built once more as a tar (the fetch stage checks the digest,
+``ASSET_DIGEST``) and split and pushed as ``bake publish`` does. Then each target is built from
+a copy of its Dockerfile whose ``COPY --from=assets`` line is the block of unit lines ``bake
+pin`` writes, pinned to the digests the registry answered with: nothing is fetched, and each
+unit is a layer of its own, as in an image pinned by hand. ``bake publish`` and ``bake pin`` ask
+the registry through the same ``registry_digest``.
 """
 
 from __future__ import annotations
@@ -37,34 +36,41 @@ ASSETS_STAGE = "assets"
 
 @dataclass(frozen=True)
 class AssetsImage:
-    """The assets image for one bake definition: its reference and the targets that consume it."""
+    """The assets image for one bake definition: its reference, its selection, and the targets that
+    consume it, each with the Dockerfile it builds from."""
 
     ref: str
     digest: str
     targets: tuple[str, ...]
+    manifest: Path = Path("docker/assets.toml")
+    groups: tuple[str, ...] = ()
+    dockerfiles: tuple[Path, ...] = ()
 
-    def publish_args(self) -> list[str]:
-        """``docker buildx bake`` overrides that build the targets' assets stage and push it as ``ref``."""
+    @property
+    def repository(self) -> str:
+        return self.ref.rpartition(":")[0]
+
+    def export_args(self, out: Path) -> list[str]:
+        """Overrides that build the targets' assets stage as tars, ``out/<target>.tar``."""
         args: list[str] = []
         for name in self.targets:
             args += [
                 "--set", f"{name}.target={ASSETS_STAGE}",
-                "--set", f"{name}.tags={self.ref}",
-                "--set", f"{name}.output=type=image,push=true",
+                "--set", f"{name}.output=type=tar,dest={out / name}.tar",
                 "--set", f"{name}.args.ASSET_DIGEST={self.digest}",
             ]  # fmt: skip
         return args
 
-    def consume_args(self, image_digest: str) -> list[str]:
-        """Overrides that replace the targets' assets stage with ``ref``, pinned to ``image_digest``.
+    def consume_args(self, dockerfiles: Sequence[Path]) -> list[str]:
+        """Overrides that build each target from its Dockerfile with the block in place of the stage.
 
-        The pin is the digest the registry answered with, so the layer built is the one that was
-        asked about, whatever the tag names by the time BuildKit resolves it.
+        ``dockerfiles`` are the rewritten copies (bake.build), one per target, in a directory
+        BuildKit is allowed to read.
         """
         args: list[str] = []
-        for name in self.targets:
-            args += ["--set", f"{name}.contexts.{ASSETS_STAGE}=docker-image://{self.ref}@{image_digest}"]
-        return args
+        for name, path in zip(self.targets, dockerfiles, strict=True):
+            args += ["--set", f"{name}.dockerfile={path}"]
+        return [*args, f"--allow=fs.read={dockerfiles[0].parent}"] if dockerfiles else args
 
 
 def check_repo(repo: str, *, option: str = "--assets-image") -> str:
@@ -107,11 +113,13 @@ def resolve(directory: Path, bake_args: Sequence[str], repo: str) -> AssetsImage
     check_repo(repo)
     definition = _print_definition(directory, bake_args)
     digests: dict[str, str] = {}
+    sources: dict[str, tuple[Path, tuple[str, ...], Path]] = {}
     for name, target in sorted(definition.get("target", {}).items()):
         args = target.get("args") or {}
         if args.get("ASSET_MANIFEST") is None:
             continue
-        digest = _target_digest(directory, name, target)
+        sources[name] = _target_source(directory, name, target)
+        digest = manifest_digest_of(*sources[name][:2])
         pinned = args.get("ASSET_DIGEST") or ""
         if pinned and pinned != digest:
             raise UsageError(
@@ -131,7 +139,9 @@ def resolve(directory: Path, bake_args: Sequence[str], repo: str) -> AssetsImage
             "one manifest digest, so build them in separate runs"
         )
     digest = next(iter(digests.values()))
-    return AssetsImage(ref=f"{repo}:{digest}", digest=digest, targets=tuple(digests))
+    manifest, groups, _ = next(iter(sources.values()))
+    dockerfiles = tuple(source[2] for source in sources.values())
+    return AssetsImage(f"{repo}:{digest}", digest, tuple(digests), manifest, groups, dockerfiles)
 
 
 # Seconds the Docker engine gets to answer one registry question.
@@ -305,7 +315,8 @@ def _print_definition(directory: Path, bake_args: Sequence[str]) -> dict:
         ) from None
 
 
-def _target_digest(directory: Path, name: str, target: dict) -> str:
+def _target_source(directory: Path, name: str, target: dict) -> tuple[Path, tuple[str, ...], Path]:
+    """A target's manifest, groups and Dockerfile, as paths on this machine."""
     context = target.get("context") or "."
     if "://" in context or context.startswith("git@"):
         raise UsageError(
@@ -313,6 +324,9 @@ def _target_digest(directory: Path, name: str, target: dict) -> str:
             f"saw {context!r}; build from a checkout"
         )
     args = target["args"]
-    return manifest_digest_of(
-        directory / context / args["ASSET_MANIFEST"], (args.get("ASSET_GROUPS") or "").split()
+    root = directory / context
+    return (
+        root / args["ASSET_MANIFEST"],
+        tuple((args.get("ASSET_GROUPS") or "").split()),
+        root / (target.get("dockerfile") or "Dockerfile"),
     )

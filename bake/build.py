@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import shlex
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -11,6 +12,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from bake import assets_image as assets_image_mod
+from bake import pin, publish
 from bake.context import LISTING_LIMIT, ContextReport, check_context, export_context
 from bake.errors import BuildError, ContextDirty
 from bake.process import describe_exit
@@ -32,8 +34,8 @@ def run_build(
     ``export`` every target's context is an export of HEAD's tree (``--set *.context=DIR``), so
     untracked files, mode drift and uncommitted edits never reach BuildKit: tracked changes are
     then a warning naming them (unless ``strict``), and HEAD is built. With ``assets_image`` (a
-    repository) the asset layer comes from ``REPO:<manifest digest>``, which is built and pushed
-    first when the registry lacks it (see bake.assets_image). Raises BuildError when bake fails
+    repository) the asset layers come from the unit images in REPO, one layer per unit, published
+    first when the registry lacks any (see bake.assets_image). Raises BuildError when bake fails
     (its exit code in the message) or docker cannot be run, UsageError for an assets image that
     cannot serve the targets.
     """
@@ -58,18 +60,33 @@ def run_build(
             )
         args = [*overrides, *bake_args]
         if assets_image is not None:
-            args += _assets_image_args(directory, args, assets_image)
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bake-assets-image-")))
+            args += _assets_image_args(directory, args, assets_image, tmp)
         _bake(directory, args)
     return 0
 
 
-def _assets_image_args(directory: Path, args: list[str], repo: str) -> list[str]:
-    """Publish ``REPO:<manifest digest>`` if the registry lacks it; return the overrides that consume it."""
+def _assets_image_args(directory: Path, args: list[str], repo: str, tmp: Path) -> list[str]:
+    """Publish the units, index and whole the targets need if the registry lacks any; return the
+    overrides that build each target from a copy of its Dockerfile holding the block (in ``tmp``)."""
     image = assets_image_mod.resolve(directory, args, repo)
-    found = assets_image_mod.publish_once(
-        image.ref, "assets image", lambda: _bake(directory, [*args, *image.publish_args()])
-    )
-    return image.consume_args(found)
+    chosen = publish.selection_of(image.manifest, image.repository, image.groups)
+
+    def build(tree: Path) -> None:
+        _bake(directory, [*args, *image.export_args(tree.parent)])
+        (tree.parent / f"{image.targets[0]}.tar").rename(tree)
+
+    found = publish.publish_selection(chosen, build)
+    block = [pin.BlockLine(unit.name, published.pinned) for unit, published in found.units]
+    block.append(pin.BlockLine(None, found.index.pinned))
+    copies = []
+    for name, dockerfile in zip(image.targets, image.dockerfiles, strict=True):
+        copy = tmp / f"{name}.Dockerfile"
+        shutil.copyfile(dockerfile, copy)
+        # The assets stage's one line, COPY --from=assets, becomes the block; nothing else changes.
+        pin.pin_files([copy], assets_image_mod.ASSETS_STAGE, found.whole.pinned, check=False, block=block)
+        copies.append(copy)
+    return image.consume_args(copies)
 
 
 def _checked(directory: Path, *, export: bool, strict: bool) -> ContextReport | None:

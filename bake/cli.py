@@ -703,18 +703,12 @@ def _check_image_selection(args: argparse.Namespace) -> None:
         args.manifest = args.manifest or _default_manifest()
 
 
-def _image_ref(args: argparse.Namespace) -> tuple[str, str]:
-    """Return the reference pin works on, and the `bake publish` command that makes it."""
-    from bake import publish
-
-    _check_image_selection(args)
+def _publish_command(args: argparse.Namespace) -> str:
+    """The `bake publish` command that makes what pin works on."""
     if args.runtime:
-        return publish.runtime_ref(args.repository), shlex.join(
-            ["bake", "publish", "--runtime", "--repository", args.repository]
-        )
+        return shlex.join(["bake", "publish", "--runtime", "--repository", args.repository])
     command = ["bake", "publish", "--manifest", args.manifest, "--repository", args.repository]
-    command += [word for group in args.group for word in ("--group", group)]
-    return publish.assets_ref(Path(args.manifest), args.repository, args.group), shlex.join(command)
+    return shlex.join(command + [word for group in args.group for word in ("--group", group)])
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
@@ -724,26 +718,38 @@ def cmd_publish(args: argparse.Namespace) -> int:
     _check_image_selection(args)
     buildx_args = _passed_on(args.buildx_args)
     if args.runtime:
-        published = publish.publish_runtime(args.repository, buildx_args)
+        print(publish.publish_runtime(args.repository, buildx_args).pinned)
     else:
-        published = publish.publish_assets(Path(args.manifest), args.repository, args.group, buildx_args)
-    print(published.pinned)
+        block = publish.publish_assets(Path(args.manifest), args.repository, args.group, buildx_args)
+        print("\n".join(block.lines()))
     return 0
 
 
 def cmd_pin(args: argparse.Namespace) -> int:
     from bake import pin, publish
 
-    ref, publish_command = _image_ref(args)
-    pinned = publish.lookup(ref, publish_command).pinned
-    for result in pin.pin_files(args.dockerfiles, args.repository, pinned, check=args.check):
+    _check_image_selection(args)
+    if args.runtime:
+        pinned, block = (
+            publish.lookup(publish.runtime_ref(args.repository), _publish_command(args)).pinned,
+            None,
+        )
+    else:
+        chosen = publish.lookup_block(
+            Path(args.manifest), args.repository, args.group, _publish_command(args)
+        )
+        pinned = chosen.whole.pinned
+        block = [pin.BlockLine(unit.name, found.pinned) for unit, found in chosen.units]
+        block.append(pin.BlockLine(None, chosen.index.pinned))
+    for result in pin.pin_files(args.dockerfiles, args.repository, pinned, check=args.check, block=block):
         count = len(result.references)
         if args.check:
-            print(f"bake: {result.path}: {count} reference(s) to {args.repository}, all pinned to {pinned}")
+            print(f"bake: {result.path}: {count} reference(s) to {args.repository}, all pinned")
         elif result.stale:
-            print(f"bake: {result.path}: pinned {len(result.stale)} of {count} reference(s) to {pinned}")
+            print(f"bake: {result.path}: {len(result.stale)} change(s) to {count} reference(s):")
+            print("\n".join(f"  {line}" for line in result.stale))
         else:
-            print(f"bake: {result.path}: {count} reference(s) already pinned to {pinned}")
+            print(f"bake: {result.path}: {count} reference(s) already pinned")
     return 0
 
 

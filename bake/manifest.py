@@ -25,10 +25,12 @@ from bake.urls import check_url
 
 DEFAULT_MANIFEST = "docker/assets.toml"
 
-_ALLOWED_KEYS = {"name", "path", "sha256", "urls", "size", "groups"}
+_ALLOWED_KEYS = {"name", "path", "sha256", "urls", "size", "groups", "layer"}
 _REQUIRED_KEYS = ("name", "path", "sha256", "urls")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# A layer name goes into its unit's image tag (bake.layers), which holds at most 128 characters.
+MAX_LAYER_NAME = 48
 # Root names bake writes itself, beside the assets.
 RESERVED_ROOT_NAMES = ("SHA256SUMS", "bake.lock.json", consumers.SERVE_NAME, offline.NAME)
 
@@ -119,6 +121,17 @@ def _check_groups(groups: object, where: str) -> list[str]:
     return groups
 
 
+def _check_layer(layer: object, where: str) -> str | None:
+    if layer is not None and not (
+        isinstance(layer, str) and _NAME.match(layer) and len(layer) <= MAX_LAYER_NAME
+    ):
+        raise ManifestError(
+            f"{where}: layer {layer!r} must be a name of at most {MAX_LAYER_NAME} letters, digits, '.', '_' "
+            "or '-' (it is part of an image tag); give the assets that share one layer the same name"
+        )
+    return layer
+
+
 def parse_asset(
     raw: object,
     index: int,
@@ -169,6 +182,7 @@ def parse_asset(
         urls=tuple(urls),
         size=size,
         groups=tuple(groups),
+        layer=_check_layer(raw.get("layer"), where),
     )
     owner = consumers.owner(asset.path, table)
     if owner is not None:

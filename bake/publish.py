@@ -1,25 +1,29 @@
-"""``bake publish``: build bake's ``FROM scratch`` images from the installed package and push them once.
+"""``bake publish``: push bake's ``FROM scratch`` images from the installed package, each once.
 
-Two images, each pinned by digest in the Dockerfiles that use them (``bake pin``):
+For a manifest's selection (``bake pin`` pins them by digest in the Dockerfiles that use them):
 
-- the **assets image** ``REPO:<manifest digest>``: the verified asset layer alone (the
-  Dockerfile's ``assets`` stage). Its tag is ``bake manifest digest`` with the same
-  ``--group`` options, so a tag names exactly one set of assets, and the fetch stage checks
-  the digest (``ASSET_DIGEST``) before anything is pushed under it.
-- the **runtime image** ``REPO:<bake version>-<content>`` (``--runtime``): tini,
-  ``bake-entrypoint`` and bake itself (the ``runtime`` stage). Its tag names the bake files
-  it carries, so a bake upgrade publishes a new one and ``bake pin --runtime --check`` flags
-  the old pin, while the assets image (and its large layer) stays as it is.
+- one **unit image** per asset unit, ``REPO:unit-<name>-<key>`` (bake.layers): that unit's files
+  alone, one layer whose bytes depend on that unit alone, compressed by how well it compresses;
+- the **index image** ``REPO:index-<manifest digest>``: ``bake.lock.json``, ``SHA256SUMS``,
+  ``bake.serve``, ``bake.offline``, the alias links and the directories, the one layer every
+  manifest change touches;
+- the **whole** ``REPO:<manifest digest>``: the same layers in one image (no byte is pushed
+  twice), for ``FROM``, an image mount, and ``bake build --assets-image``.
 
-They are two images, not one with two layers: ``COPY --link --from=IMAGE / /`` copies a whole
-image into one layer, so an image holding both would give the target a new asset layer
-(hundreds of MiB, pushed and pulled again) on every bake upgrade.
+The tree is built by the Dockerfile's ``fetch`` and ``assets`` stages (the fetch stage checks the
+digest, ``ASSET_DIGEST``), exported as a tar, split and pushed over the registry's HTTP API
+(bake.registry), since the engine's own push would recompress every layer with gzip.
+
+The **runtime image** ``REPO:<bake version>-<content>`` (``--runtime``) holds tini,
+``bake-entrypoint`` and bake itself (the ``runtime`` stage). Its tag names the bake files it
+carries, so a bake upgrade publishes a new one and ``bake pin --runtime --check`` flags the old
+pin, while the asset layers stay as they are.
 
 Everything the build needs comes from the installed package: bake's own source, and the
 Dockerfile and scripts shipped as package data (``publish_files/``), assembled with the
 manifest in a temporary build context. So it works from any directory, bake installed from
-the wheel. Only the registry's definite "unknown" (``assets_image.publish_once``, as for ``bake
-build --assets-image``) starts a build; any other answer is exit 5 before anything is built.
+the wheel. Only the registry's definite "unknown" (``assets_image.registry_digest``) starts a
+build; any other answer is exit 5 before anything is built.
 """
 
 from __future__ import annotations
@@ -32,15 +36,19 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import urllib.error
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bake import __version__
-from bake.assets_image import check_repo, manifest_digest_of, publish_once, registry_digest
+from bake import __version__, layers, registry
+from bake.assets_image import check_repo, publish_once, registry_digest
 from bake.errors import BuildError
+from bake.manifest import load_manifest, manifest_digest, select
 from bake.process import describe_exit
+from bake.units import shown_size
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +62,8 @@ SHIPPED = {
     "scripts/entrypoint.sh": "entrypoint.sh",
 }
 MANIFEST_IN_CONTEXT = "assets.toml"
+# The index image's tag: this before the manifest digest (the whole tree's image has the digest alone).
+INDEX_PREFIX = "index-"
 # The variables docker-bake.hcl passes as build arguments, taken from the environment the same way.
 BUILD_ARG_VARIABLES = ("FETCH_IMAGE", "ASSET_MIRRORS", "BAKE_FETCH_ARGS", "HF_ENDPOINT")
 # A tag is at most 128 characters of [A-Za-z0-9_.-]; a local version's "+" is not among them.
@@ -113,12 +123,6 @@ def runtime_tag(files: Mapping[str, Path] | None = None) -> str:
     return f"{_NOT_IN_TAG.sub('_', __version__)}-{digest.hexdigest()[:12]}"
 
 
-def assets_ref(manifest: Path, repository: str, groups: Sequence[str]) -> str:
-    """Return ``REPO:<manifest digest>``. Raises UsageError for a bad repository or manifest."""
-    check_repo(repository, option="--repository")
-    return f"{repository}:{manifest_digest_of(manifest, groups)}"
-
-
 def runtime_ref(repository: str) -> str:
     """Return ``REPO:<runtime tag>`` for the installed bake. Raises UsageError for a bad repository."""
     check_repo(repository, option="--repository")
@@ -140,22 +144,157 @@ def lookup(ref: str, publish_command: str) -> Published:
     return Published(ref, found)
 
 
+@dataclass(frozen=True)
+class Block:
+    """What ``bake publish`` published for a manifest: each unit's image, the index, and the whole.
+
+    ``units`` and ``index`` are the block ``bake pin`` writes, in that order; ``whole`` is
+    ``REPO:<manifest digest>``, every unit's layer and the index's in one image (the same blobs),
+    for ``FROM``, image mounts and ``bake build --assets-image``.
+    """
+
+    units: tuple[tuple[layers.Unit, Published], ...]
+    index: Published
+    whole: Published
+
+    def lines(self) -> list[str]:
+        """``publish``'s stdout: ``unit NAME REF`` per unit, ``index REF``, then ``image REF``."""
+        return [
+            *(f"unit {unit.name} {published.pinned}" for unit, published in self.units),
+            f"index {self.index.pinned}",
+            f"image {self.whole.pinned}",
+        ]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The images a manifest and its groups name in REPO, known before anything is fetched."""
+
+    repository: str
+    digest: str
+    units: tuple[layers.Unit, ...]
+
+    def unit_ref(self, unit: layers.Unit) -> str:
+        return f"{self.repository}:{unit.tag}"
+
+    @property
+    def index_ref(self) -> str:
+        return f"{self.repository}:{INDEX_PREFIX}{self.digest}"
+
+    @property
+    def whole_ref(self) -> str:
+        return f"{self.repository}:{self.digest}"
+
+
+def selection_of(manifest: Path, repository: str, groups: Sequence[str]) -> Selection:
+    """Return the images of a manifest's selection. Raises UsageError for a bad repository or manifest."""
+    check_repo(repository, option="--repository")
+    chosen = select(load_manifest(manifest, allow_http=True), groups)
+    return Selection(repository, manifest_digest(chosen), layers.units_of(chosen))
+
+
 def publish_assets(
     manifest: Path, repository: str, groups: Sequence[str], buildx_args: Sequence[str] = ()
-) -> Published:
-    """Make sure ``REPO:<manifest digest>`` is in the registry, building and pushing it if not.
+) -> Block:
+    """Make sure every unit image, the index and the whole are in the registry; push what is missing.
 
-    Returns what the registry serves. Raises UsageError for a bad repository or manifest,
-    BuildError (exit 5) when the registry gives no definite answer or the build fails.
+    The tree is built (the Dockerfile's ``assets`` stage, fetched and sealed, from the installed
+    package) only when one of them is missing. Raises UsageError for a bad repository or
+    manifest, BuildError (exit 5) when the registry gives no definite answer, the build fails or
+    a push fails.
     """
-    ref = assets_ref(manifest, repository, groups)
+    chosen = selection_of(manifest, repository, groups)
     build_args = {
         "ASSET_MANIFEST": MANIFEST_IN_CONTEXT,
         "ASSET_GROUPS": " ".join(groups),
-        "ASSET_DIGEST": ref.rsplit(":", 1)[1],
+        "ASSET_DIGEST": chosen.digest,
     }
     extra = {MANIFEST_IN_CONTEXT: Path(manifest)}
-    return _publish(ref, "assets", build_args, extra, buildx_args)
+
+    def build(tree: Path) -> None:
+        _build(chosen.whole_ref, "assets", build_args, extra, buildx_args, f"type=tar,dest={tree}")
+
+    return publish_selection(chosen, build)
+
+
+def publish_selection(chosen: Selection, build: Callable[[Path], None]) -> Block:
+    """Ask the registry for each image of ``chosen``; when one is missing, ``build(tree)`` writes the
+    sealed tree's tar, which is split into the units and the index (bake.layers), and what is
+    missing is pushed. The one "ask, build, push" of ``bake publish`` and ``bake build
+    --assets-image``. Raises BuildError (exit 5) as publish_assets does.
+    """
+    refs = [chosen.unit_ref(u) for u in chosen.units] + [chosen.index_ref, chosen.whole_ref]
+    found = {ref: registry_digest(ref) for ref in refs}
+    if None not in found.values():
+        log.info(
+            "every unit, the index and the whole of %s are in the registry; nothing to build",
+            chosen.whole_ref,
+        )
+    else:
+        missing = [ref for ref, digest in found.items() if digest is None]
+        log.info("not in the registry yet: %s; building the assets tree to push them", ", ".join(missing))
+        with tempfile.TemporaryDirectory(prefix="bake-layers-") as tmp:
+            tree = Path(tmp) / "tree.tar"
+            build(tree)
+            found |= _push_units(chosen, tree, Path(tmp), found)
+    units = tuple((u, Published(chosen.unit_ref(u), found[chosen.unit_ref(u)])) for u in chosen.units)
+    index, whole = (Published(ref, found[ref]) for ref in (chosen.index_ref, chosen.whole_ref))
+    return Block(units, index, whole)
+
+
+def _push_units(chosen: Selection, tree: Path, tmp: Path, found: dict[str, str | None]) -> dict[str, str]:
+    """Split ``tree`` into its layers, push each missing image; return {ref: digest} of what was pushed."""
+    unit_tars, index_tar = layers.split(tree, chosen.units, tmp)
+    tree.unlink()
+    target = registry.Registry(chosen.repository)
+    pushed: dict[str, str] = {}
+    all_layers = []
+    try:
+        for ref, name, tar in [
+            *((chosen.unit_ref(u), f"unit {u.name}", unit_tars[u.name]) for u in chosen.units),
+            (chosen.index_ref, "index", index_tar),
+        ]:
+            layer = layers.compress(tar)
+            all_layers.append(layer)
+            _report(name, layer)
+            if found[ref] is None:
+                config, manifest = layers.image([layer])
+                _push_image(target, ref, [layer], config, manifest)
+                pushed[ref] = f"sha256:{hashlib.sha256(manifest).hexdigest()}"
+        if found[chosen.whole_ref] is None:
+            config, manifest = layers.image(all_layers)
+            _push_image(target, chosen.whole_ref, all_layers, config, manifest)
+            pushed[chosen.whole_ref] = f"sha256:{hashlib.sha256(manifest).hexdigest()}"
+    except (OSError, urllib.error.URLError) as exc:
+        raise registry.failure(chosen.repository, exc) from None
+    return pushed
+
+
+def _report(name: str, layer: layers.Layer) -> None:
+    """One stderr line per layer: its size, its compression, its blob's size and digest."""
+    ratio = layer.size / layer.tar_size if layer.tar_size else 1.0
+    print(
+        f"bake: {name}: {shown_size(layer.tar_size)} tar, {layer.compression}, {shown_size(layer.size)} "
+        f"blob ({ratio:.2f}), {layer.digest}",
+        file=sys.stderr,
+    )
+
+
+def _push_image(
+    target: registry.Registry, ref: str, blobs: Sequence[layers.Layer], config: bytes, manifest: bytes
+) -> None:
+    for layer in blobs:
+        target.push_blob(layer.digest, path=layer.path)
+    target.push_blob(f"sha256:{hashlib.sha256(config).hexdigest()}", data=config)
+    digest = target.put_manifest(ref.rsplit(":", 1)[1], manifest, layers.MANIFEST_TYPE)
+    log.info("pushed %s@%s", ref, digest)
+
+
+def lookup_block(manifest: Path, repository: str, groups: Sequence[str], publish_command: str) -> Block:
+    """Return what the registry serves for each unit, the index and the whole (see ``lookup``)."""
+    chosen = selection_of(manifest, repository, groups)
+    units = tuple((unit, lookup(chosen.unit_ref(unit), publish_command)) for unit in chosen.units)
+    return Block(units, lookup(chosen.index_ref, publish_command), lookup(chosen.whole_ref, publish_command))
 
 
 def publish_runtime(repository: str, buildx_args: Sequence[str] = ()) -> Published:
@@ -203,8 +342,12 @@ def _build(
     build_args: Mapping[str, str],
     extra: Mapping[str, Path],
     buildx_args: Sequence[str],
+    output: str | None = None,
 ) -> None:
-    """Build ``stage`` in a temporary context (bake's files and ``extra``) and push it as ``ref``."""
+    """Build ``stage`` in a temporary context (bake's files and ``extra``) and push it as ``ref``.
+
+    With ``output`` (a buildx ``--output``), the stage goes there instead of to the registry.
+    """
     with tempfile.TemporaryDirectory(prefix="bake-publish-") as tmp:
         context = Path(tmp) / "context"
         for name, source in {**context_files(), **extra}.items():
@@ -215,7 +358,12 @@ def _build(
         for name, value in {**build_args, **_from_environment()}.items():
             cmd += ["--build-arg", f"{name}={value}"]
         # A plain image manifest (no attestation index): what the engine's docker driver pushes anyway.
-        cmd += [*secrets(os.environ), "--provenance=false", "--output", f"type=image,name={ref},push=true"]
+        cmd += [
+            *secrets(os.environ),
+            "--provenance=false",
+            "--output",
+            output or f"type=image,name={ref},push=true",
+        ]
         cmd += [*buildx_args, str(context)]
         log.info("running %s", shlex.join(cmd))
         try:

@@ -19,7 +19,8 @@ from bake import cli
 from bake.assets_image import AssetsImage, check_repo, registry_digest, resolve
 from bake.build import run_build
 from bake.errors import BuildError, UsageError
-from bake.manifest import load_manifest, manifest_digest, select
+from bake.manifest import load_manifest, manifest_digest, parse_manifest, select
+from bake.publish import Selection, selection_of
 from tests.isolation import isolate_git
 from tests.registries import (
     PASSWORD,
@@ -54,6 +55,12 @@ MANIFEST = textwrap.dedent(
     """
 )
 
+PROJECT_DOCKERFILE = """\
+FROM scratch AS image
+# the asset layers
+COPY --link --from=assets / /
+"""
+
 FAKE_DOCKER = """\
 import json, os, sys
 from pathlib import Path
@@ -73,10 +80,18 @@ if args[:2] == ["buildx", "bake"] and "--print" in args:
         sys.exit("ERROR: failed to find target definitions")
     sys.stdout.write(definition.read_text())
 elif args[:2] == ["buildx", "bake"]:
-    publishing = any(a.endswith(".output=type=image,push=true") for a in args)
-    code = int((state / "publish-exit").read_text()) if publishing else 0
-    if publishing and code == 0:  # what a real publish leaves: the tag in the registry
-        push_manifest(next(a.split("=", 1)[1] for a in args if ".tags=" in a))
+    exports = [a.split("dest=", 1)[1] for a in args if ".output=type=tar,dest=" in a]
+    code = int((state / "publish-exit").read_text()) if exports else 0
+    if exports and code == 0:  # what the assets stage's export holds: a file at each asset's path
+        import io, tarfile
+        with tarfile.open(exports[0], "w") as tar:
+            for name in os.environ["FAKE_DOCKER_FILES"].split():
+                info = tarfile.TarInfo(f"opt/bake/assets/{name}")
+                info.size = len(name)
+                tar.addfile(info, io.BytesIO(name.encode()))
+    for arg in args:  # the Dockerfile a consuming build reads, kept for the test
+        if ".dockerfile=" in arg:
+            (state / "consumed.Dockerfile").write_text(Path(arg.split("=", 1)[1]).read_text())
     sys.exit(code)
 else:
     sys.exit(99)
@@ -94,6 +109,10 @@ class FakeDocker:
 
     def publish_exit(self, code: int) -> None:
         (self.state / "publish-exit").write_text(str(code))
+
+    def consumed(self) -> str:
+        """The Dockerfile the last consuming build read."""
+        return (self.state / "consumed.Dockerfile").read_text()
 
     def calls(self) -> list[list[str]]:
         path = self.state / "calls.jsonl"
@@ -115,6 +134,9 @@ def docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeDocker:
     monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
     monkeypatch.setenv("FAKE_DOCKER_STATE", str(state))
     monkeypatch.setenv("FAKE_DOCKER_REPO", str(Path(__file__).resolve().parents[1]))
+    monkeypatch.setenv(
+        "FAKE_DOCKER_FILES", " ".join(a.path for a in parse_manifest(MANIFEST)) + " bake.lock.json"
+    )
     fake = FakeDocker(state)
     fake.publish_exit(0)
     return fake
@@ -145,6 +167,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "project"
     (root / "docker").mkdir(parents=True)
     (root / "docker/assets.toml").write_text(MANIFEST)
+    (root / "docker/Dockerfile").write_text(PROJECT_DOCKERFILE)
     for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "initial"]):
         git(root, *cmd)
     return root
@@ -263,19 +286,18 @@ def test_the_registry_answer_decides(registry_repo: str) -> None:
 IMAGE = AssetsImage(ref=f"{REPO}:{SHA_A}", digest=SHA_A, targets=("image",))
 
 
-def test_publishing_builds_the_assets_stage_pushed_under_the_digest_tag() -> None:
-    assert IMAGE.publish_args() == [
+def test_publishing_exports_the_assets_stage_as_a_tar_checked_by_the_digest(tmp_path: Path) -> None:
+    assert IMAGE.export_args(tmp_path) == [
         "--set", "image.target=assets",
-        "--set", f"image.tags={REPO}:{SHA_A}",
-        "--set", "image.output=type=image,push=true",
+        "--set", f"image.output=type=tar,dest={tmp_path}/image.tar",
         "--set", f"image.args.ASSET_DIGEST={SHA_A}",
     ]  # fmt: skip
 
 
-def test_consuming_replaces_the_assets_stage_with_the_image_pinned_by_digest() -> None:
-    # Only the named context: no label argument, since no label may come from a variable.
-    pin = "sha256:" + "c" * 64
-    assert IMAGE.consume_args(pin) == ["--set", f"image.contexts.assets=docker-image://{REPO}:{SHA_A}@{pin}"]
+def test_consuming_builds_from_the_rewritten_dockerfile(tmp_path: Path) -> None:
+    # Only the Dockerfile: no label argument, since no label may come from a variable.
+    copy = tmp_path / "image.Dockerfile"
+    assert IMAGE.consume_args([copy]) == ["--set", f"image.dockerfile={copy}", f"--allow=fs.read={tmp_path}"]
 
 
 # ---- bake build --assets-image ------------------------------------------------------------------
@@ -285,25 +307,44 @@ def bake_runs(docker: FakeDocker) -> list[list[str]]:
     return [c for c in docker.calls() if c[:2] == ["buildx", "bake"] and "--print" not in c]
 
 
+def push_all(chosen: Selection) -> list[str]:
+    """Push every image of ``chosen``; return the block's pinned references, units then the index."""
+    pins = {
+        ref: f"{ref}@{push_manifest(ref)}" for ref in [*map(chosen.unit_ref, chosen.units), chosen.index_ref]
+    }
+    push_manifest(chosen.whole_ref)
+    return list(pins.values())
+
+
+def block_of(pins: list[str]) -> str:
+    return "".join(f"COPY --link --from={pin} / /\n" for pin in pins)
+
+
 def test_a_missing_image_is_published_first_then_consumed(
     project: Path, docker: FakeDocker, registry_repo: str
 ) -> None:
     docker.define({"image": image_target()})
-    image = resolve(project, ["image"], registry_repo)
-    assert registry_digest(image.ref) is None
+    chosen = selection_of(project / "docker/assets.toml", registry_repo, [])
+    assert registry_digest(chosen.whole_ref) is None
     assert run_build(project, ["image"], assets_image=registry_repo) == 0
-    assert bake_runs(docker) == [
-        ["buildx", "bake", "image", *image.publish_args()],
-        ["buildx", "bake", "image", *image.consume_args(registry_digest(image.ref))],
+    export, consume = bake_runs(docker)
+    assert export[:3] == ["buildx", "bake", "image"] and "image.target=assets" in export
+    assert consume[:3] == ["buildx", "bake", "image"] and consume[4].startswith("image.dockerfile=")
+    # Each unit is a line of its own, pinned to what was pushed; then the index.
+    pins = [
+        f"{ref}@{registry_digest(ref)}" for ref in [*map(chosen.unit_ref, chosen.units), chosen.index_ref]
     ]
+    assert len(pins) == 3
+    assert docker.consumed() == PROJECT_DOCKERFILE.replace("COPY --link --from=assets / /\n", block_of(pins))
 
 
 def test_a_present_image_is_only_consumed(project: Path, docker: FakeDocker, registry_repo: str) -> None:
     docker.define({"image": image_target()})
-    image = resolve(project, ["image"], registry_repo)
-    push_manifest(image.ref)
+    pins = push_all(selection_of(project / "docker/assets.toml", registry_repo, []))
     assert run_build(project, ["image"], assets_image=registry_repo) == 0
-    assert bake_runs(docker) == [["buildx", "bake", "image", *image.consume_args(registry_digest(image.ref))]]
+    (consume,) = bake_runs(docker)
+    assert consume[4].startswith("image.dockerfile=")
+    assert block_of(pins) in docker.consumed()
 
 
 def test_a_failed_publish_builds_nothing_more(project: Path, docker: FakeDocker, registry_repo: str) -> None:
@@ -326,25 +367,22 @@ def test_a_tagged_repository_fails_before_the_context_check_and_docker(
 def test_the_cli_option_reaches_the_build(
     project: Path, docker: FakeDocker, registry_repo: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    docker.define({"image": image_target()})
-    digest = digest_of(project / "docker/assets.toml")
-    push_manifest(f"{registry_repo}:{digest}")
-    pin = registry_digest(f"{registry_repo}:{digest}")
+    docker.define({"image": image_target(groups="vllm")})
+    pins = push_all(selection_of(project / "docker/assets.toml", registry_repo, ["vllm"]))
     monkeypatch.chdir(project)
     assert cli.main(["build", "--assets-image", registry_repo, "--", "image"]) == 0
-    assert bake_runs(docker)[-1][-2:] == [
-        "--set", f"image.contexts.assets=docker-image://{registry_repo}:{digest}@{pin}",
-    ]  # fmt: skip
+    assert bake_runs(docker)[-1][3:5] == ["--set", bake_runs(docker)[-1][4]]
+    assert block_of(pins) in docker.consumed() and len(pins) == 2  # --group vllm: the vocab, the index
 
 
 # ---- the first publish to a registry that answers 401 until you log in -------------------------
 
 FIRST_PUBLISH_DOCKERFILE = """\
-# assets: what the real Dockerfile's fetch and verify would leave, here just the manifest
+# assets: what the real Dockerfile's fetch and verify would leave, here a file at each asset's path
 FROM scratch AS assets
-COPY docker/assets.toml /opt/bake/assets.toml
+COPY docker/tree/ /opt/bake/assets/
 
-# image: takes the asset layer, from this stage or from the published assets image
+# image: takes the asset layers, from this stage or from the published unit images
 FROM scratch AS image
 COPY --from=assets / /
 """
@@ -365,6 +403,9 @@ def test_first_publish_to_a_registry_that_answers_401(
     """Without a login nothing is built and the message says `docker login`; then publish, then consume."""
     (project / "docker/Dockerfile").write_text(FIRST_PUBLISH_DOCKERFILE)
     (project / "docker-bake.hcl").write_text(FIRST_PUBLISH_BAKE)
+    for asset in parse_manifest(MANIFEST):
+        (project / "docker/tree" / asset.path).parent.mkdir(parents=True, exist_ok=True)
+        (project / "docker/tree" / asset.path).write_text(asset.name)
     git(project, "add", "-A")
     git(project, "commit", "-q", "-m", "tiny build")
     repo = f"{auth_registry.host}/bake-test/assets"
@@ -378,9 +419,9 @@ def test_first_publish_to_a_registry_that_answers_401(
     assert docker_login(auth_registry.host).returncode == 0
     first = bake("build", "--assets-image", repo, "--", "image", cwd=project)
     assert first.returncode == 0, first.stderr
-    assert "not in the registry yet; building and pushing it" in first.stderr
+    assert "not in the registry yet" in first.stderr and "bake: pushed" in first.stderr
     assert has_manifest(ref, (USER, PASSWORD))
 
     second = bake("build", "--assets-image", repo, "--", "image", cwd=project)
     assert second.returncode == 0, second.stderr
-    assert f"assets image {ref} is in the registry" in second.stderr
+    assert f"every unit, the index and the whole of {ref} are in the registry" in second.stderr

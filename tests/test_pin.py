@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bake.errors import UsageError
-from bake.pin import StalePin, find_references, pin_files, pin_text
+from bake.pin import BlockLine, StalePin, find_references, pin_block, pin_files, pin_text
+from bake.publish import selection_of
 from tests.baked import write_manifest
 from tests.registries import REGISTRY, push_manifest
 from tests.runners import bake
@@ -203,7 +204,7 @@ def test_pinning_writes_only_the_references_and_keeps_the_mode(tmp_path: Path) -
     dockerfile.write_bytes(STALE.encode() + b"# \xff not UTF-8\n")
     dockerfile.chmod(0o640)
     (result,) = pin_files([dockerfile], REPO, PINNED, check=False)
-    assert [r.line for r in result.stale] == [2, 4]
+    assert [line.split(": ", 1)[0] for line in result.stale] == [f"{dockerfile}:2", f"{dockerfile}:4"]
     assert dockerfile.read_bytes() == pinned(STALE).encode() + b"# \xff not UTF-8\n"
     assert stat.S_IMODE(dockerfile.stat().st_mode) == 0o640
     assert [p.name for p in tmp_path.iterdir()] == ["Dockerfile.rocm"]  # no staging file left
@@ -239,34 +240,132 @@ def test_a_file_without_a_reference_is_refused_and_no_file_is_written(tmp_path: 
     assert good.read_bytes() == STALE.encode()
 
 
+# ---- the block: one line per unit, then the index -----------------------------------------------
+
+
+def unit_ref(name: str, key: str) -> str:
+    return f"{REPO}:unit-{name}-{key * 64}@sha256:{key * 64}"
+
+
+INDEX = f"{REPO}:index-{TAG}@{DIGEST}"
+WHOLE = f"{REPO}:{TAG}@{DIGEST}"
+
+
+def blocked(text: str, block: list[BlockLine]) -> tuple[str, list[str]]:
+    return pin_block(text, find_references(text, REPO), REPO, block, WHOLE, "D")
+
+
+def block_of(*units: tuple[str, str]) -> list[BlockLine]:
+    return [*(BlockLine(name, unit_ref(name, key)) for name, key in units), BlockLine(None, INDEX)]
+
+
+def copy(ref: str, indent: str = "") -> str:
+    return f"{indent}COPY --link --from={ref} / /\n"
+
+
+def test_a_bare_placeholder_becomes_the_block_in_its_form_and_place() -> None:
+    text = f"FROM base\nRUN heavy\n  copy --link --from={REPO} / /\r\nENV X=1\n"
+    new, stale = blocked(text, block_of(("asset.a", "a"), ("hub.m.0123", "b")))
+    lines = [
+        f"  copy --link --from={ref} / /\r\n"
+        for ref in (unit_ref("asset.a", "a"), unit_ref("hub.m.0123", "b"))
+    ]
+    assert new == "FROM base\nRUN heavy\n" + "".join(lines) + f"  copy --link --from={INDEX} / /\r\nENV X=1\n"
+    assert len(stale) == 3 and all(line.startswith("D:3: ") for line in stale)
+    assert blocked(new, block_of(("asset.a", "a"), ("hub.m.0123", "b"))) == (new, [])
+
+
+def test_unchanged_units_keep_their_lines_and_order_and_a_new_unit_goes_before_the_index() -> None:
+    # The file's order (b before a) is kept, though the manifest lists a first.
+    old = (
+        copy(unit_ref("b", "1"))
+        + copy(unit_ref("gone", "2"))
+        + copy(unit_ref("a", "3"))
+        + copy(f"{REPO}:index-x")
+    )
+    text = "FROM base\n" + old + "ENV X=1"
+    new, stale = blocked(text, block_of(("a", "4"), ("new", "5"), ("b", "1")))
+    expected = copy(unit_ref("b", "1")) + copy(unit_ref("a", "4")) + copy(unit_ref("new", "5")) + copy(INDEX)
+    assert new == "FROM base\n" + expected + "ENV X=1"
+    assert stale == [
+        f"D:3: {unit_ref('gone', '2')} → nothing: no such unit in the selection, the line goes",
+        f"D:4: {unit_ref('a', '3')} → {unit_ref('a', '4')}",
+        f"D:5: no line for unit new → {unit_ref('new', '5')}",
+        f"D:5: {REPO}:index-x → {INDEX} (the block's last line)",
+    ]
+
+
+def test_other_references_pin_to_the_whole_image_and_a_last_line_keeps_having_no_newline() -> None:
+    text = f"FROM {REPO}:v1 AS assets\nFROM base\nCOPY --from={REPO} / /"
+    new, stale = blocked(text, block_of(("a", "1")))
+    unit = f"COPY --from={unit_ref('a', '1')} / /\n"
+    assert new == f"FROM {WHOLE} AS assets\nFROM base\n" + unit + f"COPY --from={INDEX} / /"
+    assert stale[0] == f"D:1: {REPO}:v1 → {WHOLE}"
+
+
+def test_two_lines_for_one_unit_are_refused() -> None:
+    text = copy(unit_ref("a", "1")) + copy(unit_ref("a", "2"))
+    with pytest.raises(UsageError, match="D:2: a second block line for unit a \\(line 1 is the first\\)"):
+        blocked(text, block_of(("a", "1")))
+
+
+def test_check_names_each_stale_block_line(tmp_path: Path) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(copy(unit_ref("a", "1")) + copy(f"{REPO}:index-x"))
+    with pytest.raises(StalePin) as caught:
+        pin_files([dockerfile], REPO, WHOLE, check=True, block=block_of(("a", "2")))
+    assert f"{dockerfile}:1: {unit_ref('a', '1')} → {unit_ref('a', '2')}" in str(caught.value)
+    assert f"{dockerfile}:2: {REPO}:index-x → {INDEX}" in str(caught.value)
+    (result,) = pin_files([dockerfile], REPO, WHOLE, check=False, block=block_of(("a", "2")))
+    assert dockerfile.read_text() == copy(unit_ref("a", "2")) + copy(INDEX) and len(result.stale) == 2
+
+
 # ---- the command, against the real registry -------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Published:
+    manifest: Path
+    repo: str
+    units: tuple[str, ...]  # the unit lines' references, pinned
+    index: str
+    whole: str
+
+
 @pytest.fixture
-def published(engine: None, tmp_path: Path) -> tuple[Path, str, str]:
-    """A manifest, a repository of its own, and REPO:<digest --group vllm> pushed: (manifest, repo, pin)."""
+def published(engine: None, tmp_path: Path) -> Published:
+    """A manifest, a repository of its own, and each image of its --group vllm selection pushed."""
     manifest = write_manifest(tmp_path / "assets.toml")
     repo = f"{REGISTRY}/bake-test/pin-{uuid.uuid4().hex[:12]}"
-    digest = bake("manifest", "digest", "--manifest", str(manifest), "--group", "vllm").stdout.strip()
-    return manifest, repo, f"{repo}:{digest}@{push_manifest(f'{repo}:{digest}')}"
+    chosen = selection_of(manifest, repo, ["vllm"])
+
+    def pushed(ref: str) -> str:
+        return f"{ref}@{push_manifest(ref)}"
+
+    units = tuple(pushed(chosen.unit_ref(unit)) for unit in chosen.units)
+    return Published(manifest, repo, units, pushed(chosen.index_ref), pushed(chosen.whole_ref))
 
 
 @pytest.mark.docker
-def test_pin_then_check_through_the_cli(published: tuple[Path, str, str], tmp_path: Path) -> None:
-    manifest, repo, pin = published
+def test_pin_then_check_through_the_cli(published: Published, tmp_path: Path) -> None:
+    repo = published.repo
     dockerfile = tmp_path / "Dockerfile.rocm"
     dockerfile.write_text(STALE.replace(REPO, repo))
-    selection = ["--manifest", str(manifest), "--repository", repo, "--group", "vllm"]
+    selection = ["--manifest", str(published.manifest), "--repository", repo, "--group", "vllm"]
 
     stale = bake("pin", "--check", *selection, str(dockerfile), cwd=tmp_path)
     assert stale.returncode == 1, stale.stderr
-    assert f"{dockerfile}:2: {repo}:v1 → {pin}" in stale.stderr
+    assert f"{dockerfile}:2: {repo}:v1 → {published.index} (the block's last line)" in stale.stderr
+    assert f"{dockerfile}:4: {repo} → {published.whole}" in stale.stderr
 
     done = bake("pin", *selection, str(dockerfile), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert (
-        dockerfile.read_bytes() == STALE.replace(f"{REPO}:v1", pin).replace(f"X={REPO}", f"X={pin}").encode()
+    block = "".join(f"COPY --link --from={ref} / /\r\n" for ref in (*published.units, published.index))
+    expected = STALE.replace(f"COPY --link --from={REPO}:v1 / /\r\n", block).replace(
+        f"X={REPO}", f"X={published.whole}"
     )
+    assert dockerfile.read_bytes() == expected.encode()
+    assert len(published.units) == 1  # --group vllm: the vocab alone
 
     current = bake("pin", "--check", *selection, str(dockerfile), cwd=tmp_path)
     assert current.returncode == 0, current.stderr
@@ -274,12 +373,12 @@ def test_pin_then_check_through_the_cli(published: tuple[Path, str, str], tmp_pa
 
 @pytest.mark.docker
 def test_a_manifest_with_no_published_image_is_exit_5_saying_publish_first(
-    published: tuple[Path, str, str], tmp_path: Path
+    published: Published, tmp_path: Path
 ) -> None:
-    manifest, repo, _ = published
+    manifest, repo = published.manifest, published.repo
     dockerfile = tmp_path / "Dockerfile.rocm"
     dockerfile.write_text(f"COPY --from={repo} / /\n")
-    # Without --group the digest differs: that tag was never published.
+    # Without --group the digest differs: those tags were never published.
     proc = bake("pin", "--manifest", str(manifest), "--repository", repo, str(dockerfile), cwd=tmp_path)
     assert proc.returncode == 5, proc.stderr
     assert f"run `bake publish --manifest {manifest} --repository {repo}` first" in proc.stderr

@@ -83,7 +83,19 @@ def only_line(proc: subprocess.CompletedProcess[str]) -> re.Match[str]:
     return match
 
 
-def test_publish_builds_once_and_prints_the_pinned_reference(
+def block_lines(proc: subprocess.CompletedProcess[str]) -> list[tuple[str, re.Match[str]]]:
+    """``publish``'s stdout: (kind and unit name, the pinned reference) per line."""
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = []
+    for line in proc.stdout.splitlines():
+        *kind, ref = line.split(" ")
+        match = PINNED.fullmatch(ref)
+        assert match and kind[0] in ("unit", "index", "image"), line
+        lines.append((" ".join(kind), match))
+    return lines
+
+
+def test_publish_builds_once_and_prints_one_line_per_unit_the_index_and_the_image(
     site: tuple[Path, dict[str, str]], repository: str
 ) -> None:
     manifest, env = site
@@ -91,19 +103,24 @@ def test_publish_builds_once_and_prints_the_pinned_reference(
     digest = bake_cli("manifest", "digest", "--manifest", str(manifest), "--group", "vllm", cwd=cwd, env=env)
     selection = ["--manifest", str(manifest), "--repository", repository, "--group", "vllm"]
 
-    first = only_line(bake_cli("publish", *selection, *HOST_NETWORK, cwd=cwd, env=env))
-    assert (first["repo"], first["tag"]) == (repository, digest.stdout.strip())
+    first = block_lines(bake_cli("publish", *selection, *HOST_NETWORK, cwd=cwd, env=env))
+    # --group vllm: the vocab alone, one unit.
+    assert [kind for kind, _ in first] == ["unit asset.o200k_base", "index", "image"]
+    unit, index, whole = (match for _, match in first)
+    assert unit["tag"].startswith("unit-asset.o200k_base-") and unit["repo"] == repository
+    assert (index["tag"], whole["tag"]) == (f"index-{digest.stdout.strip()}", digest.stdout.strip())
 
     again = bake_cli("publish", *selection, cwd=cwd, env=env)
-    assert only_line(again).group() == first.group()
+    assert [m.group() for _, m in block_lines(again)] == [m.group() for _, m in first]
     assert "nothing to build" in again.stderr and "docker buildx build" not in again.stderr
 
-    image = ImageUnderTest(first.group())
+    image = ImageUnderTest(whole.group())
     lock = json.loads(image.read_file("/opt/bake/assets/bake.lock.json"))
-    assert lock["manifest_digest"] == first["tag"]
+    assert lock["manifest_digest"] == whole["tag"]
     # --group vllm: the vocab only, as the registry's copy holds it.
     assert [(e["path"], e["sha256"]) for e in lock["assets"]] == [(VOCAB_PATH, sha256(FILES[VOCAB_PATH]))]
-    assert len(image.attrs["RootFS"]["Layers"]) == 1, "the assets image is the asset layer alone"
+    assert len(image.attrs["RootFS"]["Layers"]) == 2, "the whole image is the unit's layer and the index's"
+    assert len(ImageUnderTest(unit.group()).attrs["RootFS"]["Layers"]) == 1
 
 
 def test_publish_runtime_tags_bake_and_holds_the_runtime(
@@ -162,6 +179,7 @@ def test_a_failed_build_is_exit_5_and_nothing_is_pushed(
     )
     assert proc.returncode == 5, proc.stderr[-3000:]
     assert "failed" in proc.stderr and "nothing was pushed" in proc.stderr and proc.stdout == ""
+    assert "bake: pushed" not in proc.stderr
     tag = bake_cli(
         "manifest", "digest", "--manifest", str(broken), cwd=manifest.parent, env=env
     ).stdout.strip()

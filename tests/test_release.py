@@ -275,14 +275,17 @@ def test_publish_and_pin_from_the_wheel_in_a_directory_that_is_no_checkout(
     published = bake_cli("publish", *selection, "--", "--network=host", "--allow=network.host")
     assert published.returncode == 0, published.stderr[-4000:]
     digest = bake_cli("manifest", "digest", "--manifest", "assets.toml", "--group", "vllm").stdout.strip()
-    (line,) = published.stdout.splitlines()
-    assert re.fullmatch(rf"{re.escape(repo)}:{digest}@sha256:[0-9a-f]{{64}}", line), line
+    # --group vllm: one unit (the vocab), the index, the whole image.
+    unit, index, whole = (line.split() for line in published.stdout.splitlines())
+    assert (unit[0], index[0], whole[0]) == ("unit", "index", "image")
+    assert re.fullmatch(rf"{re.escape(repo)}:{digest}@sha256:[0-9a-f]{{64}}", whole[1]), whole
 
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text(f"FROM scratch AS ci_base\nCOPY --link --from={repo} / /\n")
     stale = bake_cli("pin", "--check", *selection, "Dockerfile")
-    assert stale.returncode == 1 and f"Dockerfile:2: {repo} → {line}" in stale.stderr, stale.stderr
+    assert stale.returncode == 1 and f"Dockerfile:2: {repo} → {index[1]}" in stale.stderr, stale.stderr
     pinned = bake_cli("pin", *selection, "Dockerfile")
     assert pinned.returncode == 0, pinned.stderr
-    assert dockerfile.read_text() == f"FROM scratch AS ci_base\nCOPY --link --from={line} / /\n"
+    block = "".join(f"COPY --link --from={ref} / /\n" for ref in (unit[2], index[1]))
+    assert dockerfile.read_text() == f"FROM scratch AS ci_base\n{block}"
     assert bake_cli("pin", "--check", *selection, "Dockerfile").returncode == 0

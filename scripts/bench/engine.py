@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import urllib.request
@@ -25,13 +26,21 @@ class Engine:
         self.namespace = namespace
         self.sock = work / "docker.sock"
         self.proc: subprocess.Popen | None = None
+        self.features: dict | None = None
         config = work / "docker-config"
         config.mkdir(parents=True)
         self.env = {**os.environ, "DOCKER_HOST": f"unix://{self.sock}", "DOCKER_CONFIG": str(config)}
 
-    def start(self) -> None:
+    def start(self, features: dict | None = None) -> None:
+        """Start it; ``features`` (such as ``containerd-snapshotter``) join the toolchain's settings."""
         # The settings of the toolchain's engine (no bridge, no iptables, network-host), from one file.
         daemon = REPO / "scripts/dockerd.json"
+        if features is not None:
+            self.features = features
+        if self.features:
+            merged = self.work / "dockerd.json"
+            merged.write_text(json.dumps({**json.loads(daemon.read_text()), "features": self.features}))
+            daemon = merged
         dockerd = shutil.which("dockerd", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
         if dockerd is None:
             raise BenchError("dockerd not found; run scripts/toolchain.sh up as root")
@@ -92,11 +101,18 @@ class Engine:
         return self.inspect(ref)["RootFS"]["Layers"]
 
 
+_GET_BLOB = re.compile(
+    r'msg="response completed".*http\.request\.method=GET .*http\.request\.uri="/v2/\S+/blobs/'
+    r'(?P<digest>sha256:[0-9a-f]{64})".*http\.response\.written=(?P<bytes>\d+)'
+)
+
+
 class Registry:
     """Debian's docker-registry on a free loopback port; it outlives the engine wipe."""
 
-    def __init__(self, work: Path, logs: Path) -> None:
+    def __init__(self, work: Path, logs: Path, level: str = "warn") -> None:
         self.root = work / "registry"
+        self.level = level  # "info" logs every request, with the bytes it wrote
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.logs = logs
@@ -105,7 +121,7 @@ class Registry:
     def start(self) -> None:
         config = self.root.with_suffix(".yml")
         config.write_text(
-            "version: 0.1\nlog:\n  level: warn\n"
+            f"version: 0.1\nlog:\n  level: {self.level}\n"
             f"storage:\n  filesystem:\n    rootdirectory: {self.root}\nhttp:\n  addr: {self.host}\n"
         )
         log_path = self.logs / "registry.log"
@@ -126,6 +142,25 @@ class Registry:
         if self.proc is not None:
             stop(self.proc)
             self.proc = None
+
+    def log_size(self) -> int:
+        """Where the log ends now: a mark for ``blob_gets``."""
+        return (self.logs / "registry.log").stat().st_size
+
+    def blob_gets(self, since: int) -> dict[str, int]:
+        """The bytes the registry wrote for each blob GET since the mark ``since`` (level "info" only)."""
+        with (self.logs / "registry.log").open("rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace")
+        found: dict[str, int] = {}
+        for m in _GET_BLOB.finditer(text):
+            found[m["digest"]] = found.get(m["digest"], 0) + int(m["bytes"])
+        return found
+
+    def layer_sizes(self, ref: str) -> dict[str, int]:
+        """Blob digest -> size of each layer of ``ref`` (``host/name@digest``)."""
+        name, _, digest = ref.split("/", 1)[1].partition("@")
+        return {layer["digest"]: layer["size"] for layer in self.manifest(name, digest)["layers"]}
 
     def blobs(self) -> dict[str, int]:
         """Every blob the registry stores: digest -> bytes."""

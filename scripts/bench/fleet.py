@@ -1,9 +1,10 @@
 """vLLM's flow on the stand-in (docker/examples/vllm), and the pull of an agent that already has ci_base v1.
 
-On the bench engine: ``bake publish`` and ``bake pin`` (the assets image is the one ``bake build
---assets-image`` published, by the same manifest digest), the stand-in's wrapper builds ci_base
-v1, then v2 after a requirements-only change. On a second, empty engine (an agent): pull v1,
-then v2, and count what each pull downloads of the asset layer.
+On the bench engine: ``bake publish`` and ``bake pin`` (the unit images are the ones ``bake build
+--assets-image`` published, for the same manifest), the stand-in's wrapper builds ci_base v1, then
+v2 after a requirements-only change. On a second, empty engine (an agent), with the classic and
+then the containerd image store: pull v1, then v2, and count what each pull downloads of the
+asset layers (the block's, after ci_base's slow steps and its requirements).
 """
 
 from __future__ import annotations
@@ -57,7 +58,9 @@ def layers(ref: str) -> list[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class Pull:
-    """One `docker pull` on the agent: the asset layer's fate, and the bytes downloaded."""
+    """One `docker pull` on the agent: the asset layer's fate, and the bytes downloaded.
+
+    The containerd store prints no line for a blob it already holds: its status is then "held"."""
 
     asset_layer_status: str
     asset_layer_bytes: int
@@ -81,9 +84,7 @@ def pull(engine: Engine, ref: str, asset_blob: str) -> Pull:
         if record.get("status") == "Downloading" and current:
             got[layer] = max(got.get(layer, 0), current)
     seconds = time.perf_counter() - t0
-    if short not in states:
-        raise BenchError(f"docker pull {ref}: no progress line for the asset layer {short}")
-    return Pull(states[short], got.get(short, 0), sum(got.values()), seconds)
+    return Pull(states.get(short, "held"), got.get(short, 0), sum(got.values()), seconds)
 
 
 class Fleet:
@@ -106,8 +107,8 @@ class Fleet:
         dockerfile.write_text(text.replace(f"{COMMITTED}/bake-runtime", self.runtime_repo))
         return {**env, "PYTHONPATH": str(self.src), "CI_BASE_IMAGE_TAG": self.ci_base_tag}
 
-    def publish_and_pin(self, run: Callable[..., tuple[float, int]], env: dict[str, str]) -> str:
-        """`bake publish` (assets: there already), `bake publish --runtime`, `bake pin`; the assets ref."""
+    def publish_and_pin(self, run: Callable[..., tuple[float, int]], env: dict[str, str]) -> list[str]:
+        """`bake publish` (assets: there already), `bake publish --runtime`, `bake pin`; the block's refs."""
         bake = [sys.executable, "-m", "bake"]
         assets = ["--manifest", str(self.src / BENCH_MANIFEST), "--repository", self.assets_repo]
         runtime = ["--runtime", "--repository", self.runtime_repo]
@@ -118,10 +119,10 @@ class Fleet:
             ("fleet-pin-runtime", [*bake, "pin", *runtime, DOCKERFILE]),
         ):
             run(phase, cmd, env, self.site)
-        pinned = next(
-            line for line in (self.site / DOCKERFILE).read_text().splitlines() if self.assets_repo in line
-        )
-        return pinned.split("--from=", 1)[1].split()[0]
+        lines = (self.site / DOCKERFILE).read_text().splitlines()
+        return [
+            line.split("--from=", 1)[1].split()[0] for line in lines if f"--from={self.assets_repo}" in line
+        ]
 
     def ci_base(self, run: Callable[..., tuple[float, int]], phase: str, env: dict[str, str]) -> dict:
         """The wrapper builds and pushes ci_base; return its digest ref, seconds and the blobs it stored."""
@@ -132,11 +133,11 @@ class Fleet:
         digest = manifest_digest(self.registry.host, repo.split("/", 1)[1], tag)
         return {"ref": f"{repo}@{digest}", "seconds": seconds, "mirror_bytes": mirror_bytes, "new_blobs": new}
 
-    def agent(self, v1: str, v2: str, asset_blob: str) -> tuple[Pull, Pull]:
-        """An empty engine of its own pulls v1, then v2."""
-        agent = Engine(self.work / "agent", self.logs, namespace="bake-bench-agent")
+    def agent(self, v1: str, v2: str, asset_blob: str, store: str) -> tuple[Pull, Pull]:
+        """An empty engine of its own, with the ``store`` image store, pulls v1, then v2."""
+        agent = Engine(self.work / f"agent-{store}", self.logs, namespace=f"bake-bench-agent-{store}")
         try:
-            agent.start()
+            agent.start(features={"containerd-snapshotter": store == "containerd"})
             return pull(agent, v1, asset_blob), pull(agent, v2, asset_blob)
         finally:
             agent.stop()
@@ -150,32 +151,28 @@ def bench_fleet(
     logs: Path,
     engine: Engine,
     registry: Registry,
-    asset_layer: str,
 ) -> dict:
-    """The vLLM stand-in's flow and the agent's pulls; ``asset_layer``: the diff-ID all must share."""
+    """The vLLM stand-in's flow and the agent's pulls, on both image stores."""
     fleet = Fleet(src, work, logs, engine, registry)
     env = fleet.prepare(env)
     log("builds: vLLM stand-in, bake publish and bake pin, then its wrapper builds ci_base v1 and v2")
-    assets_ref = fleet.publish_and_pin(run, env)
+    block = fleet.publish_and_pin(run, env)
     v1 = fleet.ci_base(run, "fleet-ci-base-v1", env)
     requirements = fleet.site / "requirements/rocm.txt"
     requirements.write_text(requirements.read_text() + "numpy\n")
     v2 = fleet.ci_base(run, "fleet-ci-base-v2", env)
-    found = {ref: dict(layers(ref)) for ref in (assets_ref, v1["ref"], v2["ref"])}
-    if asset_layer not in found[v1["ref"]]:
-        raise BenchError(f"the stand-in's ci_base v1 ({v1['ref']}) lacks the asset layer {asset_layer}")
-    asset_blob = found[v1["ref"]][asset_layer]
-    log("builds: an agent engine pulls ci_base v1, then v2")
-    first, second = fleet.agent(v1["ref"], v2["ref"], asset_blob)
-    log(f"  agent: v2's asset layer {second.asset_layer_status!r}, {second.asset_layer_bytes} bytes pulled")
-    return {
-        "assets_image": assets_ref,
-        "v1_seconds": v1["seconds"],
-        "v2_seconds": v2["seconds"],
-        "asset_bytes_from_mirror": v1["mirror_bytes"] + v2["mirror_bytes"],
-        "asset_blob_uploaded": asset_blob in v1["new_blobs"] or asset_blob in v2["new_blobs"],
-        "same_asset_layer": all(asset_layer in held for held in found.values()),
-        "agent": {
+    # The block's layers sit right under the runtime's, the last.
+    held = {ref: layers(ref)[-(len(block) + 1) : -1] for ref in (v1["ref"], v2["ref"])}
+    asset_blob = held[v1["ref"]][0][1]  # the first unit's: the bench's one asset
+    agents = {}
+    for store in ("classic", "containerd"):
+        log(f"builds: an agent engine ({store} store) pulls ci_base v1, then v2")
+        first, second = fleet.agent(v1["ref"], v2["ref"], asset_blob, store)
+        log(
+            f"  agent: v2's asset layer {second.asset_layer_status!r}, "
+            f"{second.asset_layer_bytes} bytes pulled"
+        )
+        agents[store] = {
             "v1_asset_layer_bytes": first.asset_layer_bytes,
             "v1_bytes": first.total_bytes,
             "v1_seconds": first.seconds,
@@ -183,5 +180,13 @@ def bench_fleet(
             "v2_asset_layer_bytes": second.asset_layer_bytes,
             "v2_bytes": second.total_bytes,
             "v2_seconds": second.seconds,
-        },
+        }
+    return {
+        "block": block,
+        "v1_seconds": v1["seconds"],
+        "v2_seconds": v2["seconds"],
+        "asset_bytes_from_mirror": v1["mirror_bytes"] + v2["mirror_bytes"],
+        "asset_blob_uploaded": asset_blob in v2["new_blobs"],
+        "same_asset_layer": held[v1["ref"]] == held[v2["ref"]],
+        "agent": agents,
     }

@@ -23,8 +23,15 @@ One run measures, and prints as a table:
  10. runner line: `bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"` where
      vLLM's native runner calls it (fresh TMPDIR and XDG_CACHE_HOME, an HF_HOME an earlier job
      seeded), at 3, 9 and 27 locations (bench/runner_line.py).
---compare OLD measures 1, 7 and 10 (at 2 files) on commit OLD and on this checkout, interleaved,
-medians of three rounds (bench/compare.py): no regression beyond noise.
+ 11. cold pull: one asset unit of random bytes (twice the profile's file) pushed stored (as bake
+     publishes weights), zstd and gzip; an empty engine pulls each, classic and containerd store,
+     against the floor: curl of the blob through sha256sum and tar -x (bench/layers.py);
+ 12. changes: the vLLM stand-in with three units, its ci_base's stand-in source builds 60 s of CPU;
+     add a small asset, bump a unit, change the requirements: the builder's wall time and re-run
+     steps (BuildKit's rawjson), and the bytes an agent pulls (the registry's log), classic and
+     containerd store, with the block after the slow steps and first (bench/changes.py);
+--compare OLD measures 1, 7 and 10 (at 2 files) on commit OLD and on this checkout, interleaved, medians of
+three rounds (bench/compare.py): no regression beyond noise.
 Everything listens on 127.0.0.1 only, and every process it starts is stopped by pid.
 The builds use a snapshot of this checkout (tracked and unignored files as they are
 now), so edits made while it runs cannot reach them. --smoke is the same with a
@@ -46,6 +53,7 @@ from pathlib import Path
 
 from bake.manifest import manifest_digest, parse_manifest
 from bench.builds import bench_builds
+from bench.changes import bench_changes
 from bench.common import (
     BENCH_MANIFEST,
     CHECKPOINT_MIRROR_PATH,
@@ -61,6 +69,7 @@ from bench.compare import bench_compare, compare_table
 from bench.entrypoint import bench_entrypoint
 from bench.fetchers import Fetcher, bench_fetch
 from bench.files import bench_manifest, generate, snapshot
+from bench.layers import bench_cold_pull
 from bench.plot import draw
 from bench.report import machine, publish, verdicts
 from bench.runner_line import bench_runner_line
@@ -85,12 +94,24 @@ def toolchain() -> tuple[str, bool]:
 
 
 def _measure(
-    profile: Profile, work: Path, logs: Path, standin_registry: str, scale_only: bool, compare: str | None
+    profile: Profile,
+    work: Path,
+    logs: Path,
+    standin_registry: str,
+    scale_only: bool,
+    compare: str | None,
+    layers_only: bool = False,
 ) -> dict:
-    """Run the measures in ``work``: every one, 7, 9 and 10 alone (``scale_only``), or the comparison with
-    commit ``compare``. Returns them, and the generated file when there is one."""
+    """Run the measures in ``work``: every one, 7, 9 and 10 alone (``scale_only``), 11 alone
+    (``layers_only``), or the comparison with commit ``compare``. Returns them, and the generated file
+    when there is one."""
     if compare:
         return {"measures": {"compare": bench_compare(profile, compare, work, logs)}}
+    if layers_only:
+        src = snapshot(work / "src", bench_manifest("0" * 64, 0))
+        measures = {"cold_pull": bench_cold_pull(profile, work / "cold-pull", logs)}
+        measures["changes"] = bench_changes(profile, src, work / "changes", logs, standin_registry)
+        return {"measures": measures}
     if scale_only:  # no asset to fetch or build: the checkout as it is
         src = snapshot(work / "src", bench_manifest("0" * 64, 0))
         measures = {
@@ -111,13 +132,15 @@ def _measure(
     measures["entrypoint"] = bench_entrypoint(profile, src, work)
     measures["scale"] = bench_scale(profile, src, work)
     measures["runner_line"] = bench_runner_line(profile, src, work)
+    measures["cold_pull"] = bench_cold_pull(profile, work / "cold-pull", logs)
+    measures["changes"] = bench_changes(profile, src, work / "changes", logs, standin_registry)
     return {
         "measures": measures,
         "file": {"size_bytes": profile.size, "sha256": sha256, "manifest_digest": digest},
     }
 
 
-def _run(profile: Profile, scale_only: bool, compare: str | None = None) -> dict:
+def _run(profile: Profile, scale_only: bool, compare: str | None = None, layers_only: bool = False) -> dict:
     """Measure in a throw-away work directory; its logs are kept when a step fails."""
     standin_registry, toolchain_started = ("", False) if scale_only or compare else toolchain()
     work = Path(tempfile.mkdtemp(prefix="bake-bench-"))
@@ -125,7 +148,7 @@ def _run(profile: Profile, scale_only: bool, compare: str | None = None) -> dict
     logs.mkdir()
     log(f"profile {profile.name}; work directory {work}")
     try:
-        found = _measure(profile, work, logs, standin_registry, scale_only, compare)
+        found = _measure(profile, work, logs, standin_registry, scale_only, compare, layers_only)
     except BaseException:
         for entry in work.iterdir():  # the generated file and engine data are large; the logs explain
             if entry == logs:
@@ -156,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compare", metavar="OLD", help="measures 1 and 7 on commit OLD and on this checkout, interleaved"
     )
+    parser.add_argument(
+        "--layers",
+        action="store_true",
+        help="measures 11 and 12 only (a cold pull of one unit three ways; each change's builder and pulls)",
+    )
     parser.add_argument("--plot", type=Path, help=f"draw measure 9 here (the full profile: {PLOT})")
     args = parser.parse_args(argv)
     profile = SMOKE if args.smoke else FULL
@@ -172,10 +200,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(compare_table(found))
         return 0
-    found = _run(profile, args.scale)
+    found = _run(profile, args.scale, layers_only=args.layers)
     command = "scripts/bench.py" + (" --smoke" if args.smoke else "") + (" --scale" if args.scale else "")
+    command += " --layers" if args.layers else ""
     report = {"profile": profile.name, "command": command, "machine": machine(), **found}
     report["seconds"] = time.perf_counter() - t0
     report["targets"] = verdicts(report["measures"])
-    plotted = publish(report, args.json, args.plot or (None if args.smoke else PLOT), draw)
+    plotted = publish(report, args.json, args.plot or (None if args.smoke or args.layers else PLOT), draw)
     return 0 if plotted or not args.plot else 1  # a plot asked for by name is part of the result

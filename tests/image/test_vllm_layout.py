@@ -18,10 +18,8 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -33,6 +31,7 @@ import pytest
 
 from bake.assets_image import registry_digest
 from bake.manifest import load_manifest
+from tests.engines import second_engine
 from tests.registries import REGISTRY as SHARED_REGISTRY
 from tests.registries import LocalRegistry, remove_images_named
 
@@ -49,6 +48,8 @@ COMMITTED = "127.0.0.1:5000/vllm-standin"
 BASE = "local/rocm-standin:bookworm"
 HOST_NETWORK = ["--", "--network=host", "--allow=network.host"]
 PIN = re.compile(r"\S+:(?P<tag>[0-9a-f]{64})@sha256:[0-9a-f]{64}")
+# The stamp ci_base's stand-in source builds write when they run (Dockerfile.rocm).
+HEAVY_STAMP = "/opt/ci-base/source-builds-ran-at"
 MANIFEST_TYPES = (
     "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
 )
@@ -131,10 +132,13 @@ class Site:
         git(self.root, "add", "-A")
         git(self.root, "commit", "-q", "--allow-empty", "-m", message)
 
-    def publish_and_pin(self) -> tuple[str, str]:
-        """``bake publish`` both images, ``bake pin`` Dockerfile.rocm to them, commit; return both pins."""
+    def publish_and_pin(self) -> tuple[list[str], str]:
+        """``bake publish`` both images, ``bake pin`` Dockerfile.rocm to them, commit; return both outputs.
+
+        The assets' is ``publish``'s stdout, a line per unit, the index and the whole image."""
         selection = ["--manifest", MANIFEST, "--repository", self.assets_repo, "--group", "vllm"]
-        assets = ok(bake("publish", *selection, *HOST_NETWORK, cwd=self.root, env=self.env)).stdout.strip()
+        out = ok(bake("publish", *selection, *HOST_NETWORK, cwd=self.root, env=self.env)).stdout
+        assets = out.splitlines()
         runtime = ok(bake("publish", "--runtime", "--repository", self.runtime_repo, *HOST_NETWORK,
                           cwd=self.root, env=self.env)).stdout.strip()  # fmt: skip
         ok(bake("pin", *selection, DOCKERFILE, cwd=self.root, env=self.env))
@@ -148,6 +152,12 @@ class Site:
 
     def wrapper(self, target: str, **env: str) -> subprocess.CompletedProcess[str]:
         return run([str(self.root / WRAPPER), target], self.root, {**self.env, **env})
+
+    def block_lines(self) -> int:
+        """How many lines the block in ci_base holds now: one per unit, and the index's."""
+        return sum(
+            f"--from={self.assets_repo}" in line for line in (self.root / DOCKERFILE).read_text().splitlines()
+        )
 
     def ci_base(self) -> str:
         """The published ci_base, by digest: ``repo@sha256:…``."""
@@ -200,23 +210,31 @@ class Step:
     built: bool
     ci_base: str
     log: str
+    block: int  # the lines of the block ci_base was built with: its top layers, under the runtime's
+
+    def asset_layers(self) -> list[tuple[str, str]]:
+        """(diff-ID, blob) of the block's layers in ci_base: the ones right under the runtime, the last."""
+        return layers(self.ci_base)[-(self.block + 1) : -1]
 
 
 @dataclass
 class History:
-    assets_v1: str
+    assets_v1: list[str]  # publish's stdout
     steps: dict[str, Step]
     stale_check: subprocess.CompletedProcess[str]
     digest_v1: str
     test_image_v1: str
     plain_image_v1: str
+    stamps: dict[str, str]  # HEAVY_STAMP in each step's ci_base
+    rawjson: list[dict]  # the manifest change's plain ci_base build, as BuildKit recorded each step
 
 
 def ci_run(site: Site) -> Step:
     proc = ok(site.wrapper("ci-base-rocm-ci"))
     found = re.search(r"ci_base content hash: ([0-9a-f]{64})", proc.stderr)
     assert found, proc.stderr[-2000:]
-    return Step(found.group(1), "skipping the build" not in proc.stderr, site.ci_base(), proc.stderr)
+    built = "skipping the build" not in proc.stderr
+    return Step(found.group(1), built, site.ci_base(), proc.stderr, site.block_lines())
 
 
 @pytest.fixture(scope="module")
@@ -224,7 +242,7 @@ def history(site: Site) -> History:
     """v1; unchanged; requirements changed; manifest changed (checked stale, then published and pinned)."""
     assets_v1, _ = site.publish_and_pin()
     steps = {"v1": ci_run(site)}
-    digest_v1 = PIN.fullmatch(assets_v1).group("tag")
+    digest_v1 = PIN.fullmatch(assets_v1[-1].split()[-1]).group("tag")
     # The per-commit test image, and an image built with plain docker buildx bake: no wrapper, no label.
     ok(site.wrapper("test-rocm-ci", CI_BASE_IMAGE=steps["v1"].ci_base))
     plain = f"{RUN}-plain:latest"
@@ -235,6 +253,8 @@ def history(site: Site) -> History:
     requirements.write_text(requirements.read_text() + "numpy\n")
     site.commit("requirements")
     steps["requirements"] = ci_run(site)
+    plain_ci_base = [*bake_file, "--set", f"ci-base-rocm.tags={plain}-2", "ci-base-rocm"]
+    ok(run(plain_ci_base, site.root, site.env))  # the plain build's cache, before the manifest change
     manifest = site.root / MANIFEST
     manifest.write_text(manifest.read_text() + CL100K)
     site.commit("the manifest")
@@ -244,7 +264,20 @@ def history(site: Site) -> History:
     steps["manifest, not pinned"] = ci_run(site)
     site.publish_and_pin()
     steps["manifest"] = ci_run(site)
-    return History(assets_v1, steps, stale, digest_v1, site.env["IMAGE_TAG"], plain)
+    # The plain bake file's ci_base again, now with the manifest change: BuildKit's own record of it.
+    record = ok(run([*plain_ci_base, "--progress=rawjson"], site.root, site.env))
+    rawjson = [json.loads(line) for line in record.stderr.splitlines() if line.startswith("{")]
+    stamps = {name: read_file(step.ci_base, HEAVY_STAMP) for name, step in steps.items()}
+    return History(assets_v1, steps, stale, digest_v1, site.env["IMAGE_TAG"], plain, stamps, rawjson)
+
+
+def read_file(ref: str, path: str) -> str:
+    """A file of ``ref`` (``repo@digest``, pulled into the engine), read with the entrypoint bypassed."""
+    engine = docker_sdk.from_env(timeout=600)
+    repo, _, digest = ref.partition("@")
+    engine.images.pull(repo, tag=digest)
+    out = engine.containers.run(ref, ["cat", path], entrypoint=[], network_mode="none", remove=True)
+    return out.decode()
 
 
 # ---- the wrapper's hash, and what it builds ----------------------------------------------------
@@ -333,8 +366,8 @@ def test_an_unchanged_tree_skips_the_build(history: History) -> None:
 def test_a_requirements_change_rebuilds_ci_base_with_the_same_asset_layer(history: History) -> None:
     v1, v2 = history.steps["v1"], history.steps["requirements"]
     assert v2.built and v2.hash != v1.hash and v2.ci_base != v1.ci_base
-    (asset_layer,) = layers(history.assets_v1)
-    assert asset_layer in layers(v1.ci_base) and asset_layer in layers(v2.ci_base)
+    # --group vllm: one unit (the vocab) and the index, the same layers (diff-IDs and blobs) in both.
+    assert v1.block == 2 and v2.asset_layers() == v1.asset_layers()
 
 
 def test_a_manifest_change_needs_publish_and_pin_then_rebuilds_ci_base(history: History) -> None:
@@ -342,8 +375,25 @@ def test_a_manifest_change_needs_publish_and_pin_then_rebuilds_ci_base(history: 
     # The manifest is no input of the wrapper: until the pin moves, ci_base stays (and pin --check fails).
     assert not unpinned.built and unpinned.hash == before.hash
     assert after.built and after.hash != before.hash
-    (old_layer,) = layers(history.assets_v1)
-    assert old_layer not in layers(after.ci_base)
+    # The block grew by the new vocab's unit, the first unit kept its layer, the index changed.
+    old, new = before.asset_layers(), after.asset_layers()
+    assert after.block == 3 and new[0] == old[0] and new[-1] != old[-1] and old[-1] not in new
+
+
+def test_a_manifest_change_reruns_none_of_ci_bases_slow_steps(history: History) -> None:
+    # The stand-in source builds' stamp: written at v1, never again (they sit under the block).
+    assert len(set(history.stamps.values())) == 1, history.stamps
+    # BuildKit's own record of the plain ci_base build after the manifest change.
+    steps: dict[str, bool] = {}
+    for record in history.rawjson:
+        for vertex in record.get("vertexes") or []:
+            name = vertex.get("name", "")
+            if "[ci_base " in name:
+                steps[name] = steps.get(name, False) or bool(vertex.get("cached"))
+    slow = {name: cached for name, cached in steps.items() if HEAVY_STAMP in name or "deepep.txt" in name
+            or "requirements/rocm.txt" in name}  # fmt: skip
+    assert len(slow) == 3 and all(slow.values()), steps
+    assert not all(steps.values()), "the new unit's line must have run"
 
 
 def test_pin_check_fails_a_stale_pin_naming_the_line(history: History, site: Site) -> None:
@@ -351,7 +401,14 @@ def test_pin_check_fails_a_stale_pin_naming_the_line(history: History, site: Sit
     line = next(n for n, text in enumerate(STANDIN.joinpath(DOCKERFILE).read_text().splitlines(), 1)
                 if f"--from={COMMITTED}/bake-assets" in text)  # fmt: skip
     assert proc.returncode == 1, proc.stderr
-    assert f"{DOCKERFILE}:{line}: {history.assets_v1} → {site.assets_repo}:" in proc.stderr
+    # The placeholder became the vocab's line and the index's; the vocab is unchanged.
+    index_v1 = history.assets_v1[-2].split()[-1]
+    assert f"{DOCKERFILE}:{line + 1}: {index_v1} → {site.assets_repo}:index-" in proc.stderr
+    assert (
+        f"{DOCKERFILE}:{line + 1}: no line for unit asset.cl100k_base → {site.assets_repo}:unit-"
+        in proc.stderr
+    )
+    assert f"{DOCKERFILE}:{line}:" not in proc.stderr
 
 
 # ---- the digests agree, and bake.testing passes ------------------------------------------------
@@ -379,8 +436,7 @@ def test_the_test_image_its_ci_base_and_the_lock_agree_on_the_digest(
     digests = {which: read_lock(client, ref)["manifest_digest"]
                for which, ref in (("ci_base", ci_base), ("test image", history.test_image_v1))}  # fmt: skip
     assert digests == {"ci_base": history.digest_v1, "test image": history.digest_v1}
-    (asset_layer,) = layers(history.assets_v1)
-    assert asset_layer in layers(history.test_image_v1)
+    assert set(history.steps["v1"].asset_layers()) <= set(layers(history.test_image_v1))
     assert layers(history.test_image_v1)[: len(layers(ci_base))] == layers(ci_base)
     # No digest label anywhere: the digest is what the layer's own lock says.
     for ref in (ci_base, history.test_image_v1):
@@ -440,7 +496,10 @@ def test_removing_bakes_lines_leaves_no_asset_even_right_after_a_build_with_them
         lines = dockerfile.read_text().splitlines(keepends=True)
         kept = [line for line in lines if not line.startswith("# bake:") and site.prefix not in line
                 and not line.startswith('ENTRYPOINT ["tini", "--", "bake-entrypoint"]')]  # fmt: skip
-        assert len(lines) - len(kept) == 5, "bake's lines: two comments, two COPY lines and the ENTRYPOINT"
+        copies = sum(site.prefix in line for line in lines)
+        assert copies == leak.block_lines() + 1 and len(lines) - len(kept) == copies + 3, (
+            "two comments, the COPY lines (the block's, the runtime's), the ENTRYPOINT"
+        )
         dockerfile.write_text("".join(kept))
         assert "bake" not in dockerfile.read_text().split("AS ci_base", 1)[1].split("FROM ", 1)[0]
         ok(run(build, leak.root, leak.env))
@@ -534,36 +593,18 @@ def test_ci_base_alone_needs_the_assets_image(site: Site, history: History, tmp_
 # ---- the agent's pull ----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def fresh_engine(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[docker_sdk.DockerClient]:
-    """A second dockerd with its own, empty data root (the main engine and its stand-ins stay untouched)."""
+@pytest.fixture(scope="module", params=["classic", "containerd"])
+def fresh_engine(
+    request: pytest.FixtureRequest, image: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[docker_sdk.DockerClient]:
+    """A second dockerd with its own, empty data root, with the classic or the containerd image store
+    (``engine.store`` says which)."""
     dockerd = shutil.which("dockerd", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
     if dockerd is None:
         fail_or_skip("dockerd is not installed; run scripts/toolchain.sh up")
-    work = tmp_path_factory.mktemp("engine")
-    sock = work / "d.sock"
-    # fmt: off
-    cmd = [dockerd, "--data-root", str(work / "data"), "--exec-root", str(work / "exec"),
-           "--pidfile", str(work / "d.pid"), "--host", f"unix://{sock}",
-           "--bridge=none", "--iptables=false", "--ip6tables=false",
-           "--containerd-namespace", "bake-vllm", "--containerd-plugins-namespace", "bake-vllm-plugins"]
-    # fmt: on
-    with open(work / "dockerd.log", "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        for _ in range(300):
-            assert proc.poll() is None, (work / "dockerd.log").read_text()[-3000:]
-            try:
-                engine = docker_sdk.DockerClient(base_url=f"unix://{sock}", timeout=300)
-                engine.ping()
-                break
-            except docker_sdk.errors.DockerException:
-                time.sleep(0.1)
-        yield engine
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
-        shutil.rmtree(work, ignore_errors=True)
+    with second_engine(dockerd, tmp_path_factory.mktemp("engine"), request.param, "bake-vllm") as engine:
+        engine.client.store = request.param
+        yield engine.client
 
 
 def pull_states(engine: docker_sdk.DockerClient, ref: str) -> dict[str, list[str]]:
@@ -577,19 +618,30 @@ def pull_states(engine: docker_sdk.DockerClient, ref: str) -> dict[str, list[str
     return states
 
 
-def test_an_agent_pulls_ci_base_v2_without_the_asset_layer_again(
+def test_an_agent_pulls_ci_base_v2_without_the_asset_layers_again_on_the_containerd_store(
     history: History, fresh_engine: docker_sdk.DockerClient
 ) -> None:
-    v1, v2 = history.steps["v1"].ci_base, history.steps["requirements"].ci_base
+    """A requirements change, pulled by an agent that has v1. The block sits above the requirements, so the
+    containerd store (blobs by digest) fetches no asset blob, while the classic store, which re-pulls every
+    layer above a changed one, fetches them again: the trade docs/building.md states."""
+    v1, v2 = history.steps["v1"], history.steps["requirements"]
     assert fresh_engine.images.list() == []  # nothing cached: every layer comes from the registry
-    (asset_diff, _) = layers(history.assets_v1)[0]
-    blob = dict(layers(v2))[asset_diff]
-    short = blob.removeprefix("sha256:")[:12]
-    first = pull_states(fresh_engine, v1)
-    assert "Pull complete" in first[short], first[short]
-    second = pull_states(fresh_engine, v2)
-    assert second[short] == ["Already exists"], f"the asset layer was fetched again: {second[short]}"
-    assert any("Pull complete" in s for k, s in second.items() if k != short), "v2 brought nothing new"
+    shorts = [blob.removeprefix("sha256:")[:12] for _, blob in v2.asset_layers()]
+    first = pull_states(fresh_engine, v1.ci_base)
+    assert all(first.get(short) for short in shorts), first
+    second = pull_states(fresh_engine, v2.ci_base)
+    fetched = {
+        short: second.get(short, []) for short in shorts if "Download complete" in second.get(short, [])
+    }
+    if fresh_engine.store == "containerd":
+        assert fetched == {}, f"asset blobs fetched again: {fetched}"
+    else:
+        assert set(fetched) == set(shorts), (
+            f"the classic store re-pulls the layers above a changed one: {second}"
+        )
+    assert any("Download complete" in s for k, s in second.items() if k not in shorts), (
+        "v2 brought nothing new"
+    )
 
 
 def test_an_artifact_only_job_on_the_fresh_engine_gets_its_assets_offline(

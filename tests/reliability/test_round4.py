@@ -37,6 +37,7 @@ from bake.assets_image import check_repo
 from bake.dockerfile import Unsure, instructions
 from bake.errors import UsageError
 from bake.pin import pin_files
+from bake.publish import selection_of
 from tests.baked import write_manifest
 from tests.loopback import LoopbackServer
 from tests.registries import REGISTRY, push_manifest
@@ -498,8 +499,10 @@ def test_a_registry_that_lies_about_the_digest_is_exit_5(
 ) -> None:
     manifest = write_manifest(tmp_path / "assets.toml")
     name = f"bake-test/lie-{uuid.uuid4().hex[:12]}"
-    digest = bake("manifest", "digest", "--manifest", str(manifest)).stdout.strip()
-    push_manifest(f"{REGISTRY}/{name}:{digest}")
+    # Every image of the selection is there (each unit's, the index's, the whole's): only the lie is wrong.
+    chosen = selection_of(manifest, f"{REGISTRY}/{name}", [])
+    for ref in [*map(chosen.unit_ref, chosen.units), chosen.index_ref, chosen.whole_ref]:
+        push_manifest(ref)
     repo = f"{lying_registry.host}/{name}"
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text(f"COPY --from={repo} / /\n")
