@@ -393,7 +393,10 @@ def test_a_manifest_change_reruns_none_of_ci_bases_slow_steps(history: History) 
     slow = {name: cached for name, cached in steps.items() if HEAVY_STAMP in name or "deepep.txt" in name
             or "requirements/rocm.txt" in name}  # fmt: skip
     assert len(slow) == 3 and all(slow.values()), steps
-    assert not all(steps.values()), "the new unit's line must have run"
+    # The build took the change: the new unit's line is among its steps. (Whether that step ran or
+    # came from the cache depends on the engine: a unit is content-addressed, so an engine that built
+    # this unit before, in an earlier run, finds it cached; the slow steps above are what must not run.)
+    assert any("unit-asset.cl100k_base-" in name for name in steps), steps
 
 
 def test_pin_check_fails_a_stale_pin_naming_the_line(history: History, site: Site) -> None:
