@@ -189,10 +189,10 @@ def digest_of(path: Path) -> str:
 
 def compress(tar: Path) -> Layer:
     """Return the layer blob for ``tar``: stored as is, zstd, or gzip (see the module's rule)."""
-    diff_id = digest_of(tar)
-    if _sample_ratio(tar) > STORE_ABOVE:
-        blob, media_type = tar, TAR
-    elif shutil.which("zstd"):
+    diff_id, tar_size = digest_of(tar), tar.stat().st_size
+    if _sample_ratio(tar) > STORE_ABOVE:  # the blob is the tar itself: hashed once, above
+        return Layer(tar, TAR, diff_id, tar_size, diff_id, tar_size)
+    if shutil.which("zstd"):
         blob, media_type = tar.with_suffix(".tar.zst"), f"{TAR}+zstd"
         # zstd's output is the same for the same input and level, whatever the thread count.
         proc = subprocess.run(
@@ -206,7 +206,7 @@ def compress(tar: Path) -> Layer:
         blob, media_type = tar.with_suffix(".tar.gz"), f"{TAR}+gzip"
         with tar.open("rb") as f, blob.open("wb") as raw, gzip.GzipFile("", "wb", fileobj=raw, mtime=0) as z:
             shutil.copyfileobj(f, z, 1 << 20)
-    return Layer(blob, media_type, digest_of(blob), blob.stat().st_size, diff_id, tar.stat().st_size)
+    return Layer(blob, media_type, digest_of(blob), blob.stat().st_size, diff_id, tar_size)
 
 
 def image(blobs: Sequence[Layer]) -> tuple[bytes, bytes]:
