@@ -2,61 +2,35 @@
 # shellcheck disable=SC3043 # `local` is in dash, busybox ash and bash: every shell this runs under
 # bake-entrypoint: serve the baked assets where each consumer looks for them, then exec the job.
 #
-# Usage: bake-entrypoint COMMAND [ARG...]        set up, then exec COMMAND
-#        bake-entrypoint --print-env             set up, print `export VAR='...'`
-#                                                 lines for eval, run nothing; a
-#                                                 runner keeps its exit status:
+# Usage: bake-entrypoint COMMAND [ARG...]   set up, then exec COMMAND
+#        bake-entrypoint --print-env        set up, print `export VAR='...'` lines, run nothing;
+#                                           a runner keeps its exit status:
 #          bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"
-#        bake-entrypoint                         set up, run nothing, exit 0
+#        bake-entrypoint                    set up, run nothing, exit 0
 #
-# What to serve, and where, is data: $BAKE_ASSETS/bake.serve (default
-# /opt/bake/assets), written by `bake seal`, specified in docs/SERVE_FORMAT.md.
-# This script names no consumer. It reads the head of that file (locations, and
-# per consumer its set, directories and placements) with `read`; the per-file
-# records are read by awk, and only when a location must be proved or copied file
-# by file. bake.serve is never sourced. Python owns its format (`bake seal` refuses
-# whatever its reader would); this script checks only what guards itself: the
-# header's version, plain paths, and the variable names its `eval`s take (a
-# location's VAR, refused as servefile.REFUSED lists, a fixed BAKE_* flag, or the
-# names of its own locals that _fields sets).
-# Per location:
-#   already served: a stamp in bake's own directory there, recording every
-#   directory of the served tree as one `stat` still sees it, proves it.
-#   the container's own filesystem (nothing there, an empty directory, a dangling
-#   link, or a directory bake made), a tmpfs, or a job-local directory: the
-#   linked view, links into $BAKE_ASSETS made whole per placement (`cp -rsT`
-#   per tree, one `ln` per directory of a few files, or one `cp -rsT` making a
-#   missing directory and its links together, one link for a directory the
-#   consumer never writes into).
-#   node storage: another filesystem than / that is no tmpfs (a volume, a bind
-#   mount), or a directory on / that already holds data: the copied view, a
-#   verified copy of each missing baked file (never a link into the image, and
-#   nothing there changed or removed). One job copies, under a lock in bake's
-#   own directory; the others wait for it, at most 10 s plus 1 s per 32 MiB of
-#   the location's files, then prove it.
-#   node storage that cannot be served: a $VAR location is re-pointed, for this
-#   job only, to a job-local directory linking the baked files and then the
-#   location's finished files and directories; a ${VAR:-...}/SUB location exports
-#   VAR to a job-local directory when the wait ran out or something was in the
-#   way, and gets a warning when it cannot be written or under BAKE_SEED=0.
-#   a file where a directory belongs: left alone, with a warning.
-# Node storage is never followed through a link and never blocks: bake's
-# directories, lock and partials there are created as new entries (mkdir,
-# O_EXCL, mktemp); a link, FIFO or device at one of those names, or at a baked
-# name, is never opened: that location is served job-local, with a warning. (A
-# shell cannot open without following: an existing lock is looked at just before
-# it is opened; a name swapped in between is the one gap left.)
+# What to serve, and where, is data: $BAKE_ASSETS/bake.serve (default /opt/bake/assets), written
+# by `bake seal` (docs/SERVE_FORMAT.md). This script names no consumer and never sources that
+# file: it reads its head (locations, and per consumer its set, directories and placements) with
+# `read`, and awk reads the per-file records, only where a location must be proved or copied file
+# by file. Python owns the format (`bake seal` refuses whatever its reader would); this script
+# checks only what guards itself: the header's version, plain paths, and the variable names its
+# `eval`s take (a location's VAR, refused as servefile.REFUSED lists, or a fixed BAKE_* flag).
+# What each kind of location gets, and why, is docs/runtime.md's table: a linked view (links into
+# the image) where the location is the job's own; a copied view (verified copies, one job copying
+# under a lock, or an exclusive mkdir where locks fail) in node storage; a job-local directory
+# where neither can be served. Node storage is never followed through a link and never blocks:
+# bake's names there are made as new entries (mkdir, O_EXCL, mktemp), and a link, FIFO or device
+# in the way is never opened.
 #
-# Environment: BAKE_ASSETS, BAKE_VERIFY=1 (sha256sum -c first, and a hash of
-# what each location serves; exit 3 on a mismatch), BAKE_REQUIRE=1 (exit 6 if any
-# location cannot be served), BAKE_QUIET=1 (no ready line), BAKE_SEED=0 (never
-# copy into node storage). Flags take 1/true/yes/on or 0/false/no/off/empty.
+# Environment: BAKE_ASSETS, BAKE_VERIFY=1 (sha256sum -c first, and a hash of what each location
+# serves; exit 3 on a mismatch), BAKE_REQUIRE=1 (exit 6 if any location cannot be served),
+# BAKE_QUIET=1 (no ready line), BAKE_SEED=0 (never copy into node storage), BAKE_OFFLINE=1 (each
+# fully baked consumer's offline switches). Flags take 1/true/yes/on or 0/false/no/off/empty.
 # Exit codes before the job: 2 bad usage, 3 verification, 6 unservable.
 #
-# Shape: small functions with `local`, as docker-library's entrypoints; those on
-# the per-location path set one named result variable instead of printing, since
-# `$(...)` forks in dash and a start that finds everything served starts no
-# process at all.
+# Shape: small functions with `local`, as docker-library's entrypoints; those on the per-location
+# path set one named result variable instead of printing, since `$(...)` forks in dash and a start
+# that finds everything served starts no process at all.
 set -eu
 # No word splitting or globbing of data: globs are switched on only where a
 # directory is listed, and lists are split on newlines only, in `local IFS`.
@@ -65,6 +39,10 @@ set -f
 _nl='
 '
 _tab='	'
+# What a head record's fields are joined by once read: a tab is IFS white space, so splitting at
+# tabs would merge an empty field into the next; this control character (0x1f, the unit
+# separator) is not, and no field of an accepted record holds it.
+_us=''
 # What _serve_at returns: served; cannot be made or written here (own filesystem);
 # node storage left as is, with a warning for ${VAR:-...}/SUB (BAKE_SEED=0, unwritable,
 # a bad copy); node storage served job-local instead (a wait ran out, something in the
@@ -231,19 +209,10 @@ _plain_path() { # $1: succeed when it is relative path components, none empty, .
 	esac
 }
 
-_fields() { # $1 a record, then names of the caller's locals: set each to the next TAB-separated field (kind first), empty past the last
-	local rest="$1$_tab" name
-	shift
-	for name do # the names are this script's own words, never data
-		eval "$name=\${rest%%\"\$_tab\"*}"
-		rest=${rest#*"$_tab"}
-	done
-}
-
 _find() { # $1 kind, $2 its first field (an ID or a consumer): sets _record to that head record, or fails
 	local IFS="$_nl" record
 	for record in $_head; do
-		case $record in "$1$_tab$2$_tab"*)
+		case $record in "$1$_us$2$_us"*)
 			_record=$record
 			return 0
 			;;
@@ -252,18 +221,22 @@ _find() { # $1 kind, $2 its first field (an ID or a consumer): sets _record to t
 	return 1
 }
 
-_set_of() { # $1 consumer: sets _state, _digest, _bytes, _root and _shown (_serve_loc's locals) from its set record, or fails
-	local kind consumer
-	_find set "$1" || return 1
-	_fields "$_record" kind consumer _digest _bytes _state _root _shown
-}
-
-_parts() { # $1 kind (dir, place or skip), $2 consumer: sets _list to its records' fields after the consumer, a line each
-	local IFS="$_nl" record
-	_list=''
+_set_of() { # $1 consumer: read its records once, for _serve_loc's locals: _digest, _bytes, _state, _root and _shown from its set; _dirs, _places and _skips, its dir, place and skip records' fields after the consumer, a line each; fails without a set
+	local IFS="$_nl" record set=''
+	_dirs='' _places='' _skips=''
 	for record in $_head; do
-		case $record in "$1$_tab$2$_tab"*) _list=$_list${record#"$1$_tab$2$_tab"}$_nl ;; esac
+		case $record in
+		"set$_us$1$_us"*) set=$record ;;
+		"dir$_us$1$_us"*) _dirs=$_dirs${record#"dir$_us$1$_us"}$_nl ;;
+		"place$_us$1$_us"*) _places=$_places${record#"place$_us$1$_us"}$_nl ;;
+		"skip$_us$1$_us"*) _skips=$_skips${record#"skip$_us$1$_us"}$_nl ;;
+		esac
 	done
+	[ -n "$set" ] || return 1
+	IFS=$_us
+	# shellcheck disable=SC2086 # split at IFS, with set -f on
+	set -- $set
+	_digest=$3 _bytes=$4 _state=$5 _root=$6 _shown=${7:-}
 }
 
 _unsafe_var() { # $1 a variable name: succeed when a location may not name it (servefile.REFUSED): malformed, or read by a shell, the loader or libc to decide what runs
@@ -296,12 +269,25 @@ _load_loc() { # loc ID CONSUMER MODE VAR SUB FALLBACK: what guards this script: 
 }
 
 _load_record() { # $1 line: split at tabs, check what guards this script's evals and paths, add it to _head; set _reason and fail if not
-	local line="$1" rest="$1$_tab"
-	set --
-	while [ -n "$rest" ]; do
-		set -- "$@" "${rest%%"$_tab"*}"
-		rest=${rest#*"$_tab"}
-	done
+	local rest="$1$_tab" record IFS
+	case $1 in
+	*"$_us"*) _reason="fields without control characters" && return 1 ;; # what _head's fields are joined by
+	*"$_tab$_tab"*)
+		# An empty field: split at one tab at a time, which keeps it.
+		set --
+		while [ -n "$rest" ]; do
+			set -- "$@" "${rest%%"$_tab"*}"
+			rest=${rest#*"$_tab"}
+		done
+		;;
+	*)
+		IFS=$_tab
+		# shellcheck disable=SC2086 # split at IFS, with set -f on
+		set -- $1
+		;;
+	esac
+	IFS=$_us
+	record="$*"
 	set -- "$@" '' '' '' '' '' '' # the fields a short record lacks read as empty
 	# The rest of the format's rules are Python's: `bake seal` refuses whatever its reader would.
 	case $1 in
@@ -321,7 +307,7 @@ _load_record() { # $1 line: split at tabs, check what guards this script's evals
 	skip) _plain_path "$3" || { _reason="NAME as a path inside the location, saw '$3'" && return 1; } ;;
 	*) return 0 ;; # a kind no one reads here
 	esac || return 1
-	_head=$_head$line$_nl
+	_head=$_head$record$_nl
 }
 
 _load_serve() { # read the head of $_assets/bake.serve into _head; fails (with _reason) when it is missing or not v1
@@ -394,9 +380,13 @@ _export() { # $1 name, $2 value: export for the job and remember it for --print-
 }
 
 _resolve() { # $1 loc ID: sets _resolved to its directory, absolute; empty when it has none
-	local kind id consumer mode var sub fallback value set
+	local var sub fallback value set IFS
 	_find loc "$1" || return 0
-	_fields "$_record" kind id consumer mode var sub fallback
+	IFS=$_us
+	# shellcheck disable=SC2086 # split at IFS, with set -f on
+	set -- $_record # loc ID CONSUMER MODE VAR SUB FALLBACK
+	unset IFS
+	var=$5 sub=${6:-} fallback=${7:-}
 	eval "value=\${$var:-} set=\${$var+set}"
 	if [ -z "$value" ]; then
 		case $fallback in
@@ -512,12 +502,11 @@ _state_ok() { # $1 directory, $2 state: succeed when bake's state directory is t
 
 _dir_stats() { # $1 directory, $2 consumer, $3 view: sets _stats to each directory of the view, as `stat` sees it now
 	local dir="$1" view="$3" entry IFS
-	_parts dir "$2"
 	set --
 	IFS=$_nl
-	for entry in $_list; do
-		[ "$view" = copied ] || [ "${entry%%"$_tab"*}" = both ] || continue
-		set -- "$@" "$dir/${entry#*"$_tab"}"
+	for entry in $_dirs; do
+		[ "$view" = copied ] || [ "${entry%%"$_us"*}" = both ] || continue
+		set -- "$@" "$dir/${entry#*"$_us"}"
 	done
 	# Inode, mtime and ctime to the nanosecond (%y and %z, in GNU and busybox stat alike): an
 	# entry added, removed or renamed moves both times, a tree copied with its times kept has
@@ -634,31 +623,28 @@ _prove() { # $1 directory, $2 consumer, $3 view: succeed when every file of the 
 
 _mkdirs() { # $1 directory, $2 consumer, $3 views to make (both, or both and copied), $4 1 for bake's state too
 	local dir="$1" views="$3" state_too="${4:-}" entry IFS
-	_parts dir "$2"
 	set --
 	[ -z "$state_too" ] || [ -d "$dir/$_state" ] || set -- "$dir/$_state"
 	IFS=$_nl
-	for entry in $_list; do
-		case $views:${entry%%"$_tab"*} in both:copied) continue ;; esac
-		[ -d "$dir/${entry#*"$_tab"}" ] || set -- "$@" "$dir/${entry#*"$_tab"}"
+	for entry in $_dirs; do
+		case $views:${entry%%"$_us"*} in both:copied) continue ;; esac
+		[ -d "$dir/${entry#*"$_us"}" ] || set -- "$@" "$dir/${entry#*"$_us"}"
 	done
 	[ $# -eq 0 ] || mkdir -p -- "$@" 2>/dev/null || :
 }
 
 _placement() { # $1 a place entry (HOW, SOURCE, DEST), $2 its location: sets _how, _from (in the image) and _to
-	_how=${1%%"$_tab"*}
-	_from=${1#*"$_tab"}
-	_to=$2/${_from#*"$_tab"}
-	_from=$_assets/${_from%%"$_tab"*}
+	_how=${1%%"$_us"*}
+	_from=${1#*"$_us"}
+	_to=$2/${_from#*"$_us"}
+	_from=$_assets/${_from%%"$_us"*}
 }
 
 _linked_new() { # $1 a directory to make, whose parent exists, $2 consumer: make it and its links in one cp where its placements are one directory's every file
 	local dir="$1" entry source='' count=0 IFS
-	_parts skip "$2"
-	[ -z "$_list" ] || return 1
-	_parts place "$2"
+	[ -z "$_skips" ] || return 1
 	IFS=$_nl
-	for entry in $_list; do
+	for entry in $_places; do
 		_placement "$entry" "$1"
 		[ "$_how" = link ] && [ "$_to" = "$1/${_from##*/}" ] && [ "${source:=${_from%/*}}" = "${_from%/*}" ] &&
 			[ -f "$_from" ] && [ ! -L "$_from" ] || return 1
@@ -670,7 +656,7 @@ _linked_new() { # $1 a directory to make, whose parent exists, $2 consumer: make
 	set -f
 	for entry do
 		{ [ -e "$entry" ] || [ -L "$entry" ]; } || continue # an unmatched glob
-		case $_nl$_list in *"$_tab${entry#"$_assets"/}$_tab"*) count=$((count - 1)) ;; *) return 1 ;; esac
+		case $_nl$_places in *"$_us${entry#"$_assets"/}$_us"*) count=$((count - 1)) ;; *) return 1 ;; esac
 	done
 	# What `mkdir` then `ln -s` per file would make, in one process: cp names each link's target
 	# SOURCE/NAME, and --no-preserve=mode gives the directory mkdir's mode (0777 less the umask).
@@ -682,9 +668,8 @@ _linked_new() { # $1 a directory to make, whose parent exists, $2 consumer: make
 
 _placed_one() { # $1 directory, $2 consumer: succeed when one of its links into the image is there: bake made it
 	local entry IFS
-	_parts place "$2"
 	IFS=$_nl
-	for entry in $_list; do
+	for entry in $_places; do
 		_placement "$entry" "$1"
 		[ "$_how" = link ] && [ -L "$_to" ] && [ "$_to" -ef "$_from" ] && return 0
 	done
@@ -693,10 +678,9 @@ _placed_one() { # $1 directory, $2 consumer: succeed when one of its links into 
 
 _in_place() { # $1 directory, $2 consumer: succeed when its placements (no tree among them) are all there, no process started
 	local entry IFS
-	_parts place "$2"
-	case $_nl$_list in *"${_nl}tree$_tab"*) return 1 ;; esac
+	case $_nl$_places in *"${_nl}tree$_us"*) return 1 ;; esac
 	IFS=$_nl
-	for entry in $_list; do
+	for entry in $_places; do
 		_placement "$entry" "$1"
 		# A link into the image (the same file), or the copy a consumer may have rewritten since.
 		if [ "$_how" = link ]; then [ -L "$_to" ] && [ "$_to" -ef "$_from" ] || return 1; fi
@@ -705,14 +689,10 @@ _in_place() { # $1 directory, $2 consumer: succeed when its placements (no tree 
 }
 
 _place() { # $1 directory, $2 consumer: make every placement; succeed when each made all it had to
-	local dir="$1" places skips entry batch='' all=0 IFS
-	_parts place "$2"
-	places=$_list
-	_parts skip "$2"
-	skips=$_list
+	local dir="$1" entry batch='' all=0 IFS
 	set --
 	IFS=$_nl
-	for entry in $places; do
+	for entry in $_places; do
 		_placement "$entry" "$dir"
 		if [ "$_how" = link ] && { [ -e "$_to" ] || [ -L "$_to" ]; }; then
 			[ "$_to" -ef "$_from" ] || all=1
@@ -734,7 +714,7 @@ _place() { # $1 directory, $2 consumer: make every placement; succeed when each 
 	done
 	[ $# -eq 0 ] || ln -s -- "$@" "$batch/" 2>/dev/null || all=1
 	set --
-	for entry in $skips; do
+	for entry in $_skips; do
 		[ ! -L "$dir/$entry" ] || set -- "$@" "$dir/$entry"
 	done
 	[ $# -eq 0 ] || rm -f -- "$@" 2>/dev/null || all=1
@@ -744,10 +724,9 @@ _place() { # $1 directory, $2 consumer: make every placement; succeed when each 
 _linked() { # $1 directory, $2 consumer, $3 1 for a fresh job-local one: serve the linked view; returns a status
 	local dir="$1" state proven='' tree=''
 	state=$_state
-	_parts place "$2"
 	# Only a whole tree needs bake's state there: its marker and stamp (the other placements
 	# prove themselves, with no process started). A job-local directory never does.
-	case $_nl$_list in *"${_nl}tree$_tab"*) [ -n "$3" ] || tree=1 ;; esac
+	case $_nl$_places in *"${_nl}tree$_us"*) [ -n "$3" ] || tree=1 ;; esac
 	if [ -n "$tree" ] && [ -f "$dir/$state/links" ]; then
 		# Made before: proved as it is first, so that a start that changes nothing writes nothing.
 		_stamp_begin "$dir" "$2" linked
@@ -828,7 +807,6 @@ _in_the_way() { # $1 path: set _reason for something at a name bake needs in nod
 
 _node_dirs() { # $1 directory, $2 consumer: make bake's state and each directory of the copied view, never through a link
 	local dir="$1" entry part='' IFS
-	_parts dir "$2"
 	set --
 	IFS=/
 	for entry in $_state; do
@@ -836,8 +814,8 @@ _node_dirs() { # $1 directory, $2 consumer: make bake's state and each directory
 		set -- "$@" "$dir$part"
 	done
 	IFS=$_nl
-	for entry in $_list; do
-		entry=${entry#*"$_tab"}
+	for entry in $_dirs; do
+		entry=${entry#*"$_us"}
 		[ "$entry" = . ] || set -- "$@" "$dir/$entry"
 	done
 	for entry do
@@ -1185,11 +1163,15 @@ _merged() { # $1 variable, $2 node directory or empty, $3 consumer: sets _made t
 }
 
 _moved() { # $1 variable just exported, $2 the loc ID that did: serve again each earlier loc that looks through it
-	local IFS="$_nl" record kind id consumer
+	local var="$1" last="$2" IFS="$_nl" record id
 	for record in $_head; do
-		case $record in "loc$_tab$2$_tab"*) return 0 ;; "loc$_tab"*) ;; *) continue ;; esac
-		_fields "$record" kind id consumer
-		if [ "$consumer" != - ] && _find set "$consumer" && _uses "$id" "$1"; then
+		case $record in "loc$_us$last$_us"*) return 0 ;; "loc$_us"*) ;; *) continue ;; esac
+		IFS=$_us
+		# shellcheck disable=SC2086 # split at IFS, with set -f on
+		set -- $record # loc ID CONSUMER ...
+		IFS=$_nl
+		id=$2
+		if [ "$3" != - ] && _find set "$3" && _uses "$id" "$var"; then
 			# Reported where it was; what counts now is where its consumer looks.
 			_tally_of "$id"
 			_unserved=$((_unserved - _n))
@@ -1199,11 +1181,14 @@ _moved() { # $1 variable just exported, $2 the loc ID that did: serve again each
 }
 
 _uses() { # $1 loc ID, $2 variable: succeed when the loc, or a FALLBACK it names, is resolved through it
-	local kind id consumer mode var sub fallback
+	local var="$2" IFS
 	_find loc "$1" || return 1
-	_fields "$_record" kind id consumer mode var sub fallback
-	[ "$var" != "$2" ] || return 0
-	case $fallback in @*) _uses "${fallback#@}" "$2" ;; *) return 1 ;; esac
+	IFS=$_us
+	# shellcheck disable=SC2086 # split at IFS, with set -f on
+	set -- $_record # loc ID CONSUMER MODE VAR SUB FALLBACK
+	unset IFS
+	[ "$5" != "$var" ] || return 0
+	case ${7:-} in @*) _uses "${7#@}" "$var" ;; *) return 1 ;; esac
 }
 
 _tally_of() { # $1 loc ID: sets _n to the problems last counted at it
@@ -1252,11 +1237,10 @@ _keep_view() { # $1 variable, $2 the directory it names, $3 SUB, $4 consumer: se
 	# No SUB (the Hub's cache, a variable's own directory): every entry but those the consumer
 	# serves, and its state, whose paths bake makes as real directories.
 	_link_entries "$from" "$made"
-	_parts dir "$4"
 	set -- "${_state%%/*}"
 	IFS=$_nl
-	for entry in $_list; do
-		entry=${entry#*"$_tab"}
+	for entry in $_dirs; do
+		entry=${entry#*"$_us"}
 		[ "$entry" = . ] || set -- "$@" "${entry%%/*}"
 	done
 	for entry do
@@ -1304,18 +1288,22 @@ _serve_under() { # $1 loc ID, $2 its variable, $3 its SUB, $4 its directory or e
 }
 
 _serve_loc() { # $1 loc ID: serve it where its consumer looks, or report it
-	local dir status=0 kind id consumer mode var sub fallback unserved=$_unserved
-	# The consumer's set record, read once here for every function this calls (dash, bash and
+	local id="$1" dir status=0 consumer mode var sub unserved=$_unserved IFS
+	# The consumer's records, read once here for every function this calls (dash, bash and
 	# busybox scope a local to the calls it makes).
-	local _digest _bytes _state _root _shown
+	local _digest _bytes _state _root _shown _dirs _places _skips
 	# And what the functions it calls find out about this location, set by one and read by
 	# another (each function's comment names what it sets).
-	local _record='' _resolved='' _kind='' _view='' _mnt='' _list='' _how='' _from='' _to='' _made='' _want=''
+	local _record='' _resolved='' _kind='' _view='' _mnt='' _how='' _from='' _to='' _made='' _want=''
 	local _reason='' _missing='' _why='' _hostile='' _copier='' _lockless='' _beat='' _tmp_stamp='' _copies=0 _copy_bytes=0 _now_ms=''
-	_find loc "$1" || return 0
-	_fields "$_record" kind id consumer mode var sub fallback
+	_find loc "$id" || return 0
+	IFS=$_us
+	# shellcheck disable=SC2086 # split at IFS, with set -f on
+	set -- $_record # loc ID CONSUMER MODE VAR SUB FALLBACK
+	unset IFS
+	consumer=$3 mode=$4 var=$5 sub=${6:-}
 	[ "$consumer" != - ] && _set_of "$consumer" || return 0
-	_resolve "$1"
+	_resolve "$id"
 	dir=$_resolved
 	if [ -n "$dir" ]; then
 		_serve_at "$dir" "$consumer" || status=$?
@@ -1333,9 +1321,9 @@ _serve_loc() { # $1 loc ID: serve it where its consumer looks, or report it
 	if [ "$mode" = export ]; then
 		_serve_export "$var" "$dir" "$status" "$consumer"
 	else
-		_serve_under "$1" "$var" "$sub" "$dir" "$status" "$consumer"
+		_serve_under "$id" "$var" "$sub" "$dir" "$status" "$consumer"
 	fi
-	_tally="$_tally$1 $((_unserved - unserved))$_nl"
+	_tally="$_tally$id $((_unserved - unserved))$_nl"
 }
 
 # --- BAKE_VERIFY
@@ -1433,17 +1421,19 @@ _no_assets() { # $1 mode (run or env), then the command: nothing to serve; warn 
 }
 
 _ready() { # $1 the start, in ms, or empty: the ready line, what is served and how long it took
-	# shellcheck disable=SC2034 # field: the fields before SHOWN, which _fields sets and nothing reads
-	local list='' took='' record IFS="$_nl" field shown _now_ms
+	local start="$1" list='' took='' record IFS="$_nl" _now_ms
 	for record in $_head; do
-		case $record in "set$_tab"*)
-			_fields "$record" field field field field field field shown
-			list="$list${shown:+, $shown}"
+		case $record in "set$_us"*)
+			IFS=$_us
+			# shellcheck disable=SC2086 # split at IFS, with set -f on
+			set -- $record # set CONSUMER DIGEST BYTES STATE ROOT SHOWN
+			IFS=$_nl
+			list="$list${7:+, ${7:-}}"
 			;;
 		esac
 	done
 	_clock_ms
-	if [ -n "$_now_ms" ] && [ -n "$1" ]; then took=" in $((_now_ms - $1)) ms"; fi
+	if [ -n "$_now_ms" ] && [ -n "$start" ]; then took=" in $((_now_ms - start)) ms"; fi
 	if [ "$_unserved" -gt 0 ]; then _notes="$_notes; $_unserved location(s) not served, see above"; fi
 	list=${list#, }
 	_say "assets ready$took: ${list:-no consumer location to serve}$_notes"
@@ -1473,9 +1463,9 @@ _print_env() { # one `export VAR='value'` line per variable set, quoted for eval
 _serve_all() { # serve every loc of bake.serve, in its order
 	local record ids='' id IFS="$_nl"
 	for record in $_head; do
-		case $record in "loc$_tab"*)
-			record=${record#loc"$_tab"}
-			ids=$ids${record%%"$_tab"*}$_nl
+		case $record in "loc$_us"*)
+			record=${record#loc"$_us"}
+			ids=$ids${record%%"$_us"*}$_nl
 			;;
 		esac
 	done
@@ -1496,13 +1486,16 @@ _offline_ok() { # $1 consumer, $2 variable, $3 value: succeed for a switch bake.
 }
 
 _baked_whole() { # $1 consumer: succeed when it has a set record and no location of it went unserved in this start
-	local IFS="$_nl" record kind id consumer
-	_find set "$1" || return 1
+	local consumer="$1" IFS="$_nl" record
+	_find set "$consumer" || return 1
 	for record in $_head; do
-		case $record in "loc$_tab"*) ;; *) continue ;; esac
-		_fields "$record" kind id consumer
-		[ "$consumer" = "$1" ] || continue
-		_tally_of "$id"
+		case $record in "loc$_us"*) ;; *) continue ;; esac
+		IFS=$_us
+		# shellcheck disable=SC2086 # split at IFS, with set -f on
+		set -- $record # loc ID CONSUMER ...
+		IFS=$_nl
+		[ "$3" = "$consumer" ] || continue
+		_tally_of "$2"
 		[ "$_n" -eq 0 ] || return 1
 	done
 }
@@ -1521,7 +1514,8 @@ _offline() { # export each fully baked consumer's own offline switches, as $_ass
 			return 0
 		fi
 		case $line in '' | '#'*) continue ;; esac
-		_fields "$line" consumer var value
+		consumer=${line%%"$_tab"*} value=${line#*"$_tab"}
+		var=${value%%"$_tab"*} value=${value#*"$_tab"}
 		if [ "$line" != "$consumer$_tab$var$_tab$value" ] || ! _offline_ok "$consumer" "$var" "$value"; then
 			_say "warning: BAKE_OFFLINE=1: $file line $number: expected CONSUMER, VAR and VALUE (a word, or @PATH in the asset directory), saw another line; skipped"
 			continue

@@ -43,7 +43,7 @@ def box(shell: Shell) -> Iterator[Box]:
 
 # What _serve_loc keeps per location, as its locals, for the functions it calls.
 PER_LOCATION = (
-    "_record='' _resolved='' _kind='' _view='' _mnt='' _list='' _how='' _from='' _to='' _made='' _want='' "
+    "_record='' _resolved='' _kind='' _view='' _mnt='' _how='' _from='' _to='' _made='' _want='' "
     "_reason='' _missing='' _why='' _hostile='' _copier='' _lockless='' _beat='' _tmp_stamp='' "
     "_copies=0 _copy_bytes=0 _now_ms=''"
 )
@@ -260,7 +260,7 @@ def test_where_replaces_a_dangling_link_on_the_containers_filesystem(box: Box) -
 def test_linked_new_makes_the_directory_and_its_links_in_one_go_where_cp_can(box: Box) -> None:
     loc = box.root / "fresh"
 
-    made = status(box, f'_linked_new "{loc}" s3tokenizer')
+    made = status(box, f'_set_of s3tokenizer; _linked_new "{loc}" s3tokenizer')
 
     if box.shell.tool == "busybox":  # busybox's cp has no --no-preserve: mkdir and ln do it
         assert made == 1 and not loc.exists()
@@ -275,7 +275,7 @@ def test_linked_new_declines_a_directory_the_placements_do_not_cover_whole(box: 
     # tiktoken's directory in the image also holds the o200k_base.tiktoken alias, which is not served.
     loc = box.root / "fresh"
 
-    assert status(box, f'_linked_new "{loc}" tiktoken') == 1
+    assert status(box, f'_set_of tiktoken; _linked_new "{loc}" tiktoken') == 1
     assert not loc.exists()
 
 
@@ -283,6 +283,7 @@ def test_in_place_and_placed_one_prove_links_with_no_process(box: Box) -> None:
     loc = box.root / "loc"
     loc.mkdir()
     body = (
+        "_set_of s3tokenizer\n"
         f'for f in _in_place _placed_one; do if $f "{loc}" s3tokenizer; then echo yes; else echo no; fi\ndone'
     )
 
