@@ -339,33 +339,19 @@ _bad_line() { # $1 line number, $2 the rule its record breaks: one problem
 
 # --- where a location is
 
-_find_uid() { # sets _uid to the effective uid, without a fork where /proc allows
-	local key effective
-	[ -z "${_uid:-}" ] || return 0
-	if [ -r /proc/self/status ]; then
-		while IFS='	' read -r key _ effective _; do
-			if [ "$key" = Uid: ]; then
-				_uid=$effective
-				break
-			fi
-		done </proc/self/status
-	fi
-	[ -n "${_uid:-}" ] || _uid=$(id -u)
-}
-
 _find_home() { # sets _home from HOME, else from the password database; empty if neither knows
-	local entry user dir
+	local entry user dir uid
 	[ -z "${_home+known}" ] || return 0
 	_home=${HOME:-}
 	[ -z "$_home" ] || return 0
-	_find_uid
+	uid=$(id -u)
 	if command -v getent >/dev/null 2>&1; then
-		entry=$(getent passwd "$_uid" 2>/dev/null) || entry=
+		entry=$(getent passwd "$uid" 2>/dev/null) || entry=
 		entry=${entry#*:*:*:*:*:}
 		_home=${entry%%:*}
 	elif [ -r /etc/passwd ]; then
 		while IFS=: read -r _ _ user _ _ dir _; do
-			if [ "$user" = "$_uid" ]; then
+			if [ "$user" = "$uid" ]; then
 				_home=$dir
 				break
 			fi
@@ -1078,7 +1064,7 @@ EOF
 
 # --- serving a location
 
-_where() { # $1 directory, $2 consumer: make it where that is ours to do; sets _view; returns a status if not
+_where() { # $1 directory, $2 consumer: make it where that is ours to do; sets _view (linked, copied, or made: served); returns a status if not
 	local dir="$1" up='' state
 	state=$_state
 	_kind=''
@@ -1101,8 +1087,12 @@ _where() { # $1 directory, $2 consumer: make it where that is ours to do; sets _
 				return "$_KEEP"
 			fi
 		fi
+		if [ "$_kind" != node ] && [ "$up" = "${dir%/*}" ] && _linked_new "$dir" "$2"; then
+			_view=made # whole, its links and all
+			return 0
+		fi
 		# mkdir -p, then a look: a concurrent job's mkdir is no failure (no check-then-act gap).
-		{ [ "$_kind" != node ] && [ "$up" = "${dir%/*}" ] && _linked_new "$dir" "$2"; } || mkdir -p -- "$dir" 2>/dev/null || :
+		mkdir -p -- "$dir" 2>/dev/null || :
 		if [ ! -d "$dir" ]; then
 			[ -e "$dir" ] && return "$_NOT_A_DIR"
 			return "$_CANNOT_MAKE"
@@ -1129,10 +1119,13 @@ _serve_at() { # $1 directory, $2 consumer: serve its files there; returns a stat
 		return
 	fi
 	_where "$1" "$2" || return
-	[ "$_view" = linked ] || {
+	case $_view in
+	made) return "$_SERVED" ;;
+	copied)
 		_copied "$1" "$2"
 		return
-	}
+		;;
+	esac
 	_linked "$1" "$2" '' || return
 	# A location bake did not just make may hold, beside its links, a file of the baked size
 	# at a baked name: under BAKE_VERIFY=1 the linked view is hashed as the copied view is.
@@ -1256,8 +1249,7 @@ _link_entries() { # $1 a directory, $2 a job-local one: a link in $2 to every en
 _serve_under() { # $1 loc ID, $2 its variable, $3 its SUB, $4 its directory or empty, $5 _serve_at's status, $6 consumer: warn, or go job-local
 	local var="$2" where fix
 	if [ -z "$4" ]; then
-		_find_uid
-		where="\${$var:-...}/$3 (no HOME, and no passwd entry for uid $_uid)"
+		where="\${$var:-...}/$3 (no HOME, and no passwd entry for uid $(id -u))"
 	else
 		where=$4
 	fi
