@@ -69,6 +69,8 @@ ROWS: dict[str, tuple[str, list[str], bool]] = {
     "loc 6 fields": (HEAD, ["loc", "evil.0", "evil", "export", "EVIL", ""], False),
     "loc 8 fields": (HEAD, ["loc", "evil.0", "evil", "export", "EVIL", "", "", ""], False),
     "loc control character": (HEAD, ["loc", "evil.0", "evil", "export", "EV\x01IL", "", ""], False),
+    # 0x1f joins the fields the entrypoint keeps: split again, this SOURCE would give a DEST of ../x.
+    "place SOURCE with the unit separator": (HEAD, ["place", "nltk", "link", "nltk/c\x1f../x", "y"], False),
     "loc field over 1024 bytes": (HEAD, ["loc", "evil.0", "evil", "under", "EVIL", "d" * 1025, "/"], False),
     "set for a consumer no loc names": (HEAD, ["set", "ghost", SHA, "0", ".bake", "ghost", ""], False),
     "set twice": (HEAD, ["set", "nltk", SHA, "0", ".bake", "nltk", ""], False),
@@ -123,6 +125,7 @@ GUARDED = {
     "set DIGEST short", "set BYTES negative", "set STATE climbing", "set ROOT absolute",
     "set DIGEST with text",
     "dir PATH ..", "dir PATH absolute", "place SOURCE ..", "place DEST absolute", "skip NAME ..",
+    "place SOURCE with the unit separator",
     "file NAME ..", "file NAME absolute",
 }  # fmt: skip
 PYTHON_ONLY = [r for r, (_, _, ok) in ROWS.items() if not ok and r not in GUARDED]
