@@ -1,6 +1,7 @@
 """Benchmark bake side by side with its peers, and the reuse of its asset layer.
 
-    scripts/bench.py [--smoke] [--scale | --layers | --pull | --compare OLD] [--plot PNG] [--json OUT]
+    scripts/bench.py [--smoke] [--scale | --layers | --pull | --copied | --compare OLD] [--plot PNG]
+        [--json OUT]
         (as root; default OUT .work/bench.json)
 
 One run measures, and prints as a table:
@@ -31,6 +32,8 @@ One run measures, and prints as a table:
      add a small asset, bump a unit, change the requirements: the builder's wall time and re-run
      steps (BuildKit's rawjson), and the bytes an agent pulls (the registry's log), classic and
      containerd store, with the block after the slow steps and first (bench/changes.py);
+--copied builds and pushes an image holding two units in each Dockerfile shape, each way, on both
+stores, and names each pushed layer's blob (bench/copied.py).
 --compare OLD measures 1, 7 and 10 (at 2 files) on commit OLD and on this checkout, interleaved, medians of
 three rounds (bench/compare.py): no regression beyond noise.
 Everything listens on 127.0.0.1 only, and every process it starts is stopped by pid.
@@ -67,6 +70,7 @@ from bench.common import (
     log,
 )
 from bench.compare import bench_compare, compare_table
+from bench.copied import bench_copied_units, copied_table
 from bench.entrypoint import bench_entrypoint
 from bench.fetchers import Fetcher, bench_fetch
 from bench.files import bench_manifest, generate, snapshot
@@ -108,6 +112,8 @@ def _measure(
     them, and the generated file when there is one."""
     if compare:
         return {"measures": {"compare": bench_compare(profile, compare, work, logs)}}
+    if layers_only == "copied":
+        return {"measures": {"copied": bench_copied_units(work / "copied", logs, standin_registry)}}
     if layers_only == "pull":
         return {"measures": {"cold_pull": bench_cold_pull(profile, work / "cold-pull", logs)}}
     if layers_only:
@@ -190,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pull", action="store_true", help="measure 11 only (a cold pull of one unit three ways)"
     )
+    parser.add_argument(
+        "--copied",
+        action="store_true",
+        help="which blob a unit's layer has in an image that uses it, per Dockerfile shape, push and store",
+    )
     parser.add_argument("--plot", type=Path, help=f"draw measure 9 here (the full profile: {PLOT})")
     args = parser.parse_args(argv)
     profile = SMOKE if args.smoke else FULL
@@ -207,6 +218,12 @@ def main(argv: list[str] | None = None) -> int:
         print(compare_table(found))
         return 0
     layers_only = "pull" if args.pull else "layers" if args.layers else ""
+    if args.copied:
+        found = _run(profile, False, layers_only="copied")["measures"]["copied"]
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"machine": machine(), **found}, indent=2) + "\n")
+        print(copied_table(found))
+        return 0
     found = _run(profile, args.scale, layers_only=layers_only)
     command = "scripts/bench.py" + (" --smoke" if args.smoke else "") + (" --scale" if args.scale else "")
     command += f" --{layers_only}" if layers_only else ""

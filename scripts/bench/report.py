@@ -196,7 +196,9 @@ def _cold_pull_rows(m: dict) -> list[tuple]:
             for key, name in columns.items()
         )
         blob = f"{row['blob_bytes'] / MIB:.0f} MiB blob"
-        parts.append(f"{kind} ({blob}): floor {row['floor_seconds']:.2f} s, {seen}")
+        fetch, unpack = row["containerd_fetch_seconds"], row["containerd_unpack_seconds"]
+        steps = f"containerd's fetch {fetch:.2f} s + unpack {unpack:.2f} s"
+        parts.append(f"{kind} ({blob}): floor {row['floor_seconds']:.2f} s, {seen}; {steps}")
         if kind.startswith("bake"):
             bake_ratios += [row[f"{key}_vs_floor"] for key in columns]
     return [
