@@ -1,6 +1,6 @@
 """Which blob an asset unit's layer has inside an image that uses it (`scripts/bench.py --copied`).
 
-Two units are pushed as bake publishes them: 8 MiB of random bytes (stored uncompressed) and 8 MiB
+Two units are pushed as bake publishes them: 8 MiB of random bytes (stored uncompressed) and 14 MiB
 of text (zstd). Then an image that holds them is built with the engine's own `docker` build driver,
 in each Dockerfile shape below, on the classic and on the containerd image store, and pushed each
 way below; the engine is wiped before each build, so no blob of an earlier export is reused. Each
