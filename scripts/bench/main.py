@@ -1,6 +1,7 @@
 """Benchmark bake side by side with its peers, and the reuse of its asset layer.
 
-    scripts/bench.py [--smoke] [--scale | --compare OLD] [--plot PNG] [--json OUT]
+    scripts/bench.py [--smoke] [--scale | --layers | --pull | --copied | --compare OLD] [--plot PNG]
+        [--json OUT]
         (as root; default OUT .work/bench.json)
 
 One run measures, and prints as a table:
@@ -24,12 +25,15 @@ One run measures, and prints as a table:
      vLLM's native runner calls it (fresh TMPDIR and XDG_CACHE_HOME, an HF_HOME an earlier job
      seeded), at 3, 9 and 27 locations (bench/runner_line.py).
  11. cold pull: one asset unit of random bytes (twice the profile's file) pushed stored (as bake
-     publishes weights), zstd and gzip; an empty engine pulls each, classic and containerd store,
-     against the floor: curl of the blob through sha256sum and tar -x (bench/layers.py);
+     publishes weights), zstd and gzip; an empty engine pulls each, classic and containerd store, and
+     the containerd store's daemon alone (ctr), each blob in turn, against the floor: curl of the blob
+     through sha256sum and tar -x, and the raw bytes' floor (bench/layers.py; --pull runs it alone);
  12. changes: the vLLM stand-in with three units, its ci_base's stand-in source builds 60 s of CPU;
      add a small asset, bump a unit, change the requirements: the builder's wall time and re-run
      steps (BuildKit's rawjson), and the bytes an agent pulls (the registry's log), classic and
      containerd store, with the block after the slow steps and first (bench/changes.py);
+--copied builds and pushes an image holding two units in each Dockerfile shape, each way, on both
+stores, and names each pushed layer's blob (bench/copied.py).
 --compare OLD measures 1, 7 and 10 (at 2 files) on commit OLD and on this checkout, interleaved, medians of
 three rounds (bench/compare.py): no regression beyond noise.
 Everything listens on 127.0.0.1 only, and every process it starts is stopped by pid.
@@ -66,6 +70,7 @@ from bench.common import (
     log,
 )
 from bench.compare import bench_compare, compare_table
+from bench.copied import bench_copied_units, copied_table
 from bench.entrypoint import bench_entrypoint
 from bench.fetchers import Fetcher, bench_fetch
 from bench.files import bench_manifest, generate, snapshot
@@ -100,13 +105,17 @@ def _measure(
     standin_registry: str,
     scale_only: bool,
     compare: str | None,
-    layers_only: bool = False,
+    layers_only: str = "",
 ) -> dict:
-    """Run the measures in ``work``: every one, 7, 9 and 10 alone (``scale_only``), 11 alone
-    (``layers_only``), or the comparison with commit ``compare``. Returns them, and the generated file
-    when there is one."""
+    """Run the measures in ``work``: every one, 7, 9 and 10 alone (``scale_only``), 11 and 12 alone
+    (``layers_only`` "layers"), 11 alone ("pull"), or the comparison with commit ``compare``. Returns
+    them, and the generated file when there is one."""
     if compare:
         return {"measures": {"compare": bench_compare(profile, compare, work, logs)}}
+    if layers_only == "copied":
+        return {"measures": {"copied": bench_copied_units(work / "copied", logs, standin_registry)}}
+    if layers_only == "pull":
+        return {"measures": {"cold_pull": bench_cold_pull(profile, work / "cold-pull", logs)}}
     if layers_only:
         src = snapshot(work / "src", bench_manifest("0" * 64, 0))
         measures = {"cold_pull": bench_cold_pull(profile, work / "cold-pull", logs)}
@@ -140,7 +149,7 @@ def _measure(
     }
 
 
-def _run(profile: Profile, scale_only: bool, compare: str | None = None, layers_only: bool = False) -> dict:
+def _run(profile: Profile, scale_only: bool, compare: str | None = None, layers_only: str = "") -> dict:
     """Measure in a throw-away work directory; its logs are kept when a step fails."""
     standin_registry, toolchain_started = ("", False) if scale_only or compare else toolchain()
     work = Path(tempfile.mkdtemp(prefix="bake-bench-"))
@@ -184,6 +193,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="measures 11 and 12 only (a cold pull of one unit three ways; each change's builder and pulls)",
     )
+    parser.add_argument(
+        "--pull", action="store_true", help="measure 11 only (a cold pull of one unit three ways)"
+    )
+    parser.add_argument(
+        "--copied",
+        action="store_true",
+        help="which blob a unit's layer has in an image that uses it, per Dockerfile shape, push and store",
+    )
     parser.add_argument("--plot", type=Path, help=f"draw measure 9 here (the full profile: {PLOT})")
     args = parser.parse_args(argv)
     profile = SMOKE if args.smoke else FULL
@@ -200,11 +217,18 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(compare_table(found))
         return 0
-    found = _run(profile, args.scale, layers_only=args.layers)
+    layers_only = "pull" if args.pull else "layers" if args.layers else ""
+    if args.copied:
+        found = _run(profile, False, layers_only="copied")["measures"]["copied"]
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"machine": machine(), **found}, indent=2) + "\n")
+        print(copied_table(found))
+        return 0
+    found = _run(profile, args.scale, layers_only=layers_only)
     command = "scripts/bench.py" + (" --smoke" if args.smoke else "") + (" --scale" if args.scale else "")
-    command += " --layers" if args.layers else ""
+    command += f" --{layers_only}" if layers_only else ""
     report = {"profile": profile.name, "command": command, "machine": machine(), **found}
     report["seconds"] = time.perf_counter() - t0
     report["targets"] = verdicts(report["measures"])
-    plotted = publish(report, args.json, args.plot or (None if args.smoke or args.layers else PLOT), draw)
+    plotted = publish(report, args.json, args.plot or (None if args.smoke or layers_only else PLOT), draw)
     return 0 if plotted or not args.plot else 1  # a plot asked for by name is part of the result
