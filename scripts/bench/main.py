@@ -186,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         help="measures 7, 9 and 10 only (the entrypoint, at scale, the runner's line)",
     )
     parser.add_argument(
-        "--compare", metavar="OLD", help="measures 1 and 7 on commit OLD and on this checkout, interleaved"
+        "--compare",
+        metavar="OLD",
+        help="measures 1, 7 and 10 (at 2 files) on commit OLD and on this checkout, interleaved",
     )
     parser.add_argument(
         "--layers",
