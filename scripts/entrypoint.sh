@@ -459,7 +459,7 @@ _is_job_local() { # $1 path: succeed when it is in a job-local directory of this
 	done
 }
 
-_job_dir() { # $1 variable: sets _made to a fresh private directory for it under ${TMPDIR:-/tmp}
+_job_dir() { # $1 variable, $2 an image directory to make it of (a link to each entry), or empty: sets _made to a fresh private directory for it under ${TMPDIR:-/tmp}
 	local tmp="${TMPDIR:-/tmp}" count=1 name IFS="$_nl"
 	case $tmp in /*) ;; *) tmp=$PWD/$tmp ;; esac
 	# A runner may make its TMPDIR only after this runs (vLLM's docker path does, in its preflight):
@@ -469,7 +469,15 @@ _job_dir() { # $1 variable: sets _made to a fresh private directory for it under
 	# A new entry: mkdir never follows a link at the name it makes, and a name someone took (this
 	# pid's, in another container sharing TMPDIR) falls back to mktemp.
 	_made=$tmp/bake-$1.$$.$count
-	if ! mkdir -m 0700 -- "$_made" 2>/dev/null; then
+	# Made with its links by one cp where there is an image directory to copy (umask 077: mkdir's
+	# 0700); where that is not a new private directory of this user's after all (a name taken
+	# between the look and cp's mkdir), mkdir below fails on it, and mktemp picks another name.
+	# shellcheck disable=SC3067 # test -O is in dash, busybox ash and bash alike
+	if [ -n "${2:-}" ] && [ -z "$_cp_rs_failed" ] && [ ! -e "$_made" ] && [ ! -L "$_made" ] &&
+		(umask 077 && cp -r -s -T --no-preserve=mode -- "$2" "$_made") 2>/dev/null &&
+		[ -d "$_made" ] && [ ! -L "$_made" ] && [ -O "$_made" ]; then
+		:
+	elif ! mkdir -m 0700 -- "$_made" 2>/dev/null; then
 		_made=$(mktemp -d "$tmp/bake-$1.XXXXXX" 2>/dev/null) || _made=''
 	fi
 	[ -n "$_made" ] && [ -d "$_made" ] || return 1
@@ -626,28 +634,36 @@ _placement() { # $1 a place entry (HOW, SOURCE, DEST), $2 its location: sets _ho
 	_from=$_assets/${_from%%"$_us"*}
 }
 
-_linked_new() { # $1 a directory to make, whose parent exists, $2 consumer: make it and its links in one cp where its placements are one directory's every file
-	local dir="$1" entry source='' count=0 IFS
+_one_source() { # $1 1 to allow alias links: sets _source to the one image directory whose every file its placements link, each by its own name; fails if there is none
+	local aliases="$1" entry count=0 IFS
+	_source=''
 	[ -z "$_skips" ] || return 1
 	IFS=$_nl
 	for entry in $_places; do
-		_placement "$entry" "$1"
-		[ "$_how" = link ] && [ "$_to" = "$1/${_from##*/}" ] && [ "${source:=${_from%/*}}" = "${_from%/*}" ] &&
+		_placement "$entry" .
+		[ "$_how" = link ] && [ "$_to" = "./${_from##*/}" ] && [ "${_source:=${_from%/*}}" = "${_from%/*}" ] &&
 			[ -f "$_from" ] && [ ! -L "$_from" ] || return 1
 		count=$((count + 1))
 	done
-	[ -n "$source" ] || return 1
+	[ -n "$_source" ] || return 1
 	set +f
-	set -- "$source"/* "$source"/.[!.]* "$source"/..?*
+	set -- "$_source"/* "$_source"/.[!.]* "$_source"/..?*
 	set -f
 	for entry do
 		{ [ -e "$entry" ] || [ -L "$entry" ]; } || continue # an unmatched glob
-		case $_nl$_places in *"$_us${entry#"$_assets"/}$_us"*) count=$((count - 1)) ;; *) return 1 ;; esac
+		case $_nl$_places in
+		*"$_us${entry#"$_assets"/}$_us"*) count=$((count - 1)) ;;
+		*) [ -n "$aliases" ] && [ -L "$entry" ] || return 1 ;; # an alias link, where allowed
+		esac
 	done
+	[ "$count" -eq 0 ]
+}
+
+_linked_new() { # $1 a directory to make, whose parent exists, $2 consumer: make it and its links in one cp where its placements are one directory's every file
+	[ -z "$_cp_rs_failed" ] && _one_source '' || return 1
 	# What `mkdir` then `ln -s` per file would make, in one process: cp names each link's target
 	# SOURCE/NAME, and --no-preserve=mode gives the directory mkdir's mode (0777 less the umask).
-	[ "$count" -eq 0 ] && [ -z "$_cp_rs_failed" ] || return 1
-	cp -r -s -T --no-preserve=mode -- "$source" "$dir" 2>/dev/null && return 0
+	cp -r -s -T --no-preserve=mode -- "$_source" "$1" 2>/dev/null && return 0
 	_cp_rs_failed=1 # busybox's cp has no --no-preserve: mkdir and ln from now on
 	return 1
 }
@@ -1146,7 +1162,10 @@ _wanted() { # $1 consumer: sets _want to what a location should serve, for messa
 }
 
 _merged() { # $1 variable, $2 node directory or empty, $3 consumer: sets _made to a job-local directory serving both
-	_job_dir "$1" || return 1
+	# With nothing to merge, the directory is a copy, as links, of the consumer's image directory,
+	# its alias links too (the same files by other names): one process where mkdir and ln are two.
+	if [ -d "${2:-}" ] || ! _one_source 1; then _source=''; fi
+	_job_dir "$1" "$_source" || return 1
 	_linked "$_made" "$3" 1 >/dev/null || return 1
 	[ -d "${2:-}" ] || return 0
 	# Then the node directory's finished files and directories whose names are free (baked files
@@ -1286,7 +1305,7 @@ _serve_loc() { # $1 loc ID: serve it where its consumer looks, or report it
 	local _digest _bytes _state _root _shown _dirs _places _skips
 	# And what the functions it calls find out about this location, set by one and read by
 	# another (each function's comment names what it sets).
-	local _record='' _resolved='' _kind='' _view='' _mnt='' _how='' _from='' _to='' _made='' _want=''
+	local _record='' _resolved='' _kind='' _view='' _mnt='' _source='' _how='' _from='' _to='' _made='' _want=''
 	local _reason='' _missing='' _why='' _hostile='' _copier='' _lockless='' _beat='' _tmp_stamp='' _copies=0 _copy_bytes=0 _now_ms=''
 	_find loc "$id" || return 0
 	IFS=$_us

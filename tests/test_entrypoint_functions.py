@@ -43,7 +43,7 @@ def box(shell: Shell) -> Iterator[Box]:
 
 # What _serve_loc keeps per location, as its locals, for the functions it calls.
 PER_LOCATION = (
-    "_record='' _resolved='' _kind='' _view='' _mnt='' _how='' _from='' _to='' _made='' _want='' "
+    "_record='' _resolved='' _kind='' _view='' _mnt='' _source='' _how='' _from='' _to='' _made='' _want='' "
     "_reason='' _missing='' _why='' _hostile='' _copier='' _lockless='' _beat='' _tmp_stamp='' "
     "_copies=0 _copy_bytes=0 _now_ms=''"
 )
@@ -177,6 +177,50 @@ def test_job_dir_makes_a_private_directory_and_a_missing_tmpdir_as_mkdir_p_would
     assert made.parent == tmp and made.name.startswith("bake-TIKTOKEN_CACHE_DIR.")
     assert made.stat().st_mode & 0o777 == 0o700
     assert tmp.stat().st_mode & 0o777 == 0o777 & ~0o022  # the test runs with umask 022
+
+
+def test_job_dir_of_an_image_directory_is_private_and_links_each_entry_in_one_cp(box: Box) -> None:
+    tmp = box.root / "fresh" / "tmp"
+    source = box.assets / "tiktoken"
+
+    made = Path(out(box, f'_job_dir TIKTOKEN_CACHE_DIR "{source}"; echo "$_made"', TMPDIR=tmp))
+
+    assert made.parent == tmp and made.name.startswith("bake-TIKTOKEN_CACHE_DIR.")
+    assert made.is_dir() and not made.is_symlink() and made.stat().st_mode & 0o777 == 0o700
+    if box.shell.tool == "busybox":  # busybox's cp has no --no-preserve: mkdir, and the links later
+        assert list(made.iterdir()) == []
+        return
+    # The vocab, and its alias link beside it in the image, each a link into the image.
+    assert sorted(p.name for p in made.iterdir()) == sorted([O200K, "o200k_base.tiktoken"])
+    assert all((made / name).is_symlink() for name in (O200K, "o200k_base.tiktoken"))
+    assert (made / "o200k_base.tiktoken").samefile(source / O200K)
+
+
+@pytest.mark.parametrize("planted", ["directory", "link"])
+def test_job_dir_never_copies_into_a_name_taken_before_it(box: Box, planted: str) -> None:
+    # Another job's directory, or a link to one, at the name this shell's pid gives: left as it is.
+    elsewhere = box.root / "elsewhere"
+    elsewhere.mkdir()
+    tmp = box.root / "tmp"
+    plant = {"directory": 'mkdir "$TMPDIR/bake-V.$$.1"', "link": f'ln -s "{elsewhere}" "$TMPDIR/bake-V.$$.1"'}
+    body = f'{plant[planted]}; _job_dir V "{box.assets}/tiktoken"; echo "$_made"'
+
+    made = Path(out(box, body, TMPDIR=tmp))
+
+    taken = [p for p in tmp.iterdir() if p != made]
+    assert len(taken) == 1 and taken[0].name.endswith(".1") and made.name != taken[0].name
+    assert list(elsewhere.iterdir()) == [] and (planted == "link" or list(taken[0].iterdir()) == [])
+    assert made.is_dir() and not made.is_symlink() and made.stat().st_mode & 0o777 == 0o700
+
+
+def test_one_source_takes_alias_links_only_where_asked(box: Box) -> None:
+    # tiktoken's directory in the image holds the vocab and its o200k_base.tiktoken alias link.
+    body = (
+        "_set_of tiktoken\n"
+        'for a in "" 1; do if _one_source "$a"; then echo "$_source"; else echo no; fi; done'
+    )
+
+    assert out(box, body).split("\n") == ["no", f"{box.assets}/tiktoken"]
 
 
 @pytest.mark.parametrize(

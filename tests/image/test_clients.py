@@ -32,6 +32,12 @@ VOCAB_CLIENTS = {"harmony": "TIKTOKEN_RS_CACHE_DIR", "tiktoken": "TIKTOKEN_CACHE
 # cl100k_base's tokens for PROBE_TEXT (computed once with the real vocab).
 CL100K_TOKENS = [9906, 11, 1917, 0, 426, 7897, 12032, 2865, 27258, 13]
 VOCABS = {a.path.split("/")[-1]: f"{ASSET_ROOT}/{a.path}" for a in MANIFEST if a.path.startswith("tiktoken/")}
+# The image's alias link beside each vocab, <encoding>.tiktoken, resolving to it.
+ALIASES = {
+    str(a.canonical_url()).rsplit("/", 1)[-1]: f"{ASSET_ROOT}/{a.path}"
+    for a in MANIFEST
+    if a.path.startswith("tiktoken/")
+}
 (STOPWORDS,) = [a for a in MANIFEST if a.name == "stopwords"]
 (S3_V2_ASSET,) = [a for a in MANIFEST if a.name == S3_V2]
 
@@ -81,9 +87,10 @@ def test_vocab_client_reads_the_baked_file_through_a_job_local_link(
     report = job(client)
     cache = report["env"][VOCAB_CLIENTS[client]]
     assert cache.startswith(JOB_ENV["TMPDIR"] + "/")
-    # Only the links, one per baked vocab: nothing was downloaded or written beside them.
-    assert report[client]["entries"] == VOCABS
-    assert len(VOCABS) == 2
+    # Only links: one per baked vocab, and the alias link the image has beside each (one cp made the
+    # directory of tiktoken's image directory). Nothing was downloaded or written beside them.
+    assert report[client]["entries"] == {**VOCABS, **ALIASES}
+    assert len(VOCABS) == 2 and len(ALIASES) == 2 and all(name.endswith(".tiktoken") for name in ALIASES)
 
 
 def test_a_second_encoding_loads_offline_from_one_manifest_entry(job: Callable[[str], dict]) -> None:
