@@ -661,7 +661,11 @@ def test_an_artifact_only_job_on_the_fresh_engine_gets_its_assets_offline(
     baked = load_manifest(site.root / MANIFEST)
     vocabs = {PurePosixPath(a.path).name: a.sha256 for a in baked}
     assert len(vocabs) == 2  # the manifest change added cl100k_base
+    # Each job-local cache is one copy, as links, of the image's tiktoken/: each vocab, and the
+    # <encoding>.tiktoken alias link beside it.
+    aliases = {str(a.canonical_url()).rsplit("/", 1)[-1]: a.sha256 for a in baked}
+    served = {**vocabs, **aliases}
     assert report == {
         "vllm": "0.0.0+standin",
-        "found": {"s3tokenizer": {}, "TIKTOKEN_RS_CACHE_DIR": vocabs, "TIKTOKEN_CACHE_DIR": vocabs},
+        "found": {"s3tokenizer": {}, "TIKTOKEN_RS_CACHE_DIR": served, "TIKTOKEN_CACHE_DIR": served},
     }
