@@ -473,8 +473,7 @@ _job_dir() { # $1 variable, $2 an image directory to make it of (a link to each 
 	# 0700); where that is not a new private directory of this user's after all (a name taken
 	# between the look and cp's mkdir), mkdir below fails on it, and mktemp picks another name.
 	# shellcheck disable=SC3067 # test -O is in dash, busybox ash and bash alike
-	if [ -n "${2:-}" ] && [ -z "$_cp_rs_failed" ] && [ ! -e "$_made" ] && [ ! -L "$_made" ] &&
-		(umask 077 && cp -r -s -T --no-preserve=mode -- "$2" "$_made") 2>/dev/null &&
+	if [ -n "${2:-}" ] && [ ! -e "$_made" ] && [ ! -L "$_made" ] && _link_copy "$2" "$_made" 077 &&
 		[ -d "$_made" ] && [ ! -L "$_made" ] && [ -O "$_made" ]; then
 		:
 	elif ! mkdir -m 0700 -- "$_made" 2>/dev/null; then
@@ -659,13 +658,20 @@ _one_source() { # $1 1 to allow alias links: sets _source to the one image direc
 	[ "$count" -eq 0 ]
 }
 
-_linked_new() { # $1 a directory to make, whose parent exists, $2 consumer: make it and its links in one cp where its placements are one directory's every file
-	[ -z "$_cp_rs_failed" ] && _one_source '' || return 1
-	# What `mkdir` then `ln -s` per file would make, in one process: cp names each link's target
+_link_copy() { # $1 an image directory, $2 a directory to make, $3 a umask for it or empty: make it, a link to each entry of $1, in one cp; fails where cp cannot
+	[ -z "$_cp_rs_failed" ] || return 1
+	# What `mkdir` then `ln -s` per entry would make, in one process: cp names each link's target
 	# SOURCE/NAME, and --no-preserve=mode gives the directory mkdir's mode (0777 less the umask).
-	cp -r -s -T --no-preserve=mode -- "$_source" "$1" 2>/dev/null && return 0
-	_cp_rs_failed=1 # busybox's cp has no --no-preserve: mkdir and ln from now on
+	(
+		[ -z "$3" ] || umask "$3"
+		exec cp -r -s -T --no-preserve=mode -- "$1" "$2"
+	) 2>/dev/null && return 0
+	_cp_rs_failed=1 # busybox's cp has no --no-preserve: mkdir and ln from now on, a failing cp once
 	return 1
+}
+
+_linked_new() { # $1 a directory to make, whose parent exists, $2 consumer: make it and its links in one cp where its placements are one directory's every file
+	[ -z "$_cp_rs_failed" ] && _one_source '' && _link_copy "$_source" "$1" ''
 }
 
 _placed_one() { # $1 directory, $2 consumer: succeed when one of its links into the image is there: bake made it
