@@ -125,7 +125,9 @@ def _entrypoint_rows(m: dict) -> list[tuple]:
     ep, sc = m["entrypoint"], m["scale"]
     small, large = (str(c) for c in sc["ratio_of"])
     big = sc["files"][large]
-    worst = max(sc["ratios"], key=sc["ratios"].get)
+    # bake's own cases; cp -rs is the floor beside them, whose own growth is the filesystem's.
+    bakes = {case: ratio for case, ratio in sc["ratios"].items() if case != "cp -rs"}
+    worst = max(bakes, key=bakes.get)
     fresh_ok = all(big[c] <= 100 or big[c] <= 1.5 * big["cp -rs"] for c in ("fresh", "empty"))
     return [
         (
@@ -142,8 +144,9 @@ def _entrypoint_rows(m: dict) -> list[tuple]:
             f"{large} files: fresh {big['fresh']:.0f} ms, empty {big['empty']:.0f} ms (cp -rs of the "
             f"tree {big['cp -rs']:.0f} ms), served {big['served']:.1f} ms; node first {big['node']:.0f} ms, "
             f"served {big['node served']:.1f} ms; Hub fresh {big['hub fresh']:.1f} ms, served "
-            f"{big['hub served']:.1f} ms. {large} vs {small} files: at most {sc['ratios'][worst]:.1f}x "
-            f"({worst}). {sc['hub_files']} Hub files: digest {sc['digest_seconds']:.2f} s, seal "
+            f"{big['hub served']:.1f} ms. {large} vs {small} files: at most {bakes[worst]:.1f}x "
+            f"({worst}; cp -rs itself {sc['ratios']['cp -rs']:.1f}x). {sc['hub_files']} Hub files: digest "
+            f"{sc['digest_seconds']:.2f} s, seal "
             f"{sc['seal_seconds']:.2f} s ({sc['shell']}); harvest of {sc['harvest_files']} cached Hub "
             f"files {sc['harvest_seconds']:.2f} s, {sc['harvest_not_pinned']} of {sc['harvest_bad_files']} "
             "bad ones named",
@@ -151,7 +154,7 @@ def _entrypoint_rows(m: dict) -> list[tuple]:
             "harvest <= 5 s, every bad file named",
             fresh_ok
             and big["served"] <= 20
-            and max(sc["ratios"].values()) <= 12
+            and bakes[worst] <= 12
             and max(sc["digest_seconds"], sc["seal_seconds"]) <= 2
             and sc["harvest_seconds"] <= 5
             and sc["harvest_not_pinned"] == sc["harvest_bad_files"],
