@@ -14,16 +14,15 @@ from pathlib import Path
 import docker as docker_sdk
 import pytest
 
-from bake.asset import Asset
 from bake.consumers import SERVE_NAME
 from bake.index import LOCK_NAME, SUMS_NAME
-from bake.manifest import load_manifest
+from bake.manifest import Manifest, load_manifest
 from bake.offline import NAME as OFFLINE_NAME
 from bake.seal import alias_links
 
 REPO = Path(__file__).resolve().parents[2]
 ASSET_ROOT = "/opt/bake/assets"
-MANIFEST: list[Asset] = load_manifest(Path(__file__).with_name("assets.toml"))
+MANIFEST: Manifest = load_manifest(Path(__file__).with_name("assets.toml"))
 # The test manifest's first asset of each built-in consumer.
 (S3_ASSET,) = [a for a in MANIFEST if a.name == "speech_tokenizer_v3_25hz"]
 (VOCAB_ASSET,) = [a for a in MANIFEST if a.name == "o200k_base"]

@@ -497,7 +497,7 @@ def test_require_with_servable_locations_runs_the_job(job: Callable[..., Job]) -
 # --- BAKE_VERIFY=1: a tampered asset stops the job with exit 3, naming the file
 
 
-@pytest.mark.parametrize("asset", MANIFEST, ids=lambda a: a.name)
+@pytest.mark.parametrize("asset", MANIFEST.assets, ids=lambda a: a.name)
 def test_verify_with_a_tampered_asset_exits_3_before_the_job(
     job: Callable[..., Job], tmp_path: Path, asset: Asset
 ) -> None:

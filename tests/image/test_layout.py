@@ -68,7 +68,7 @@ def test_plugin_passes_on_the_image(plugin_run: subprocess.CompletedProcess) -> 
     assert plugin_run.returncode == 0, plugin_run.stdout[-6000:] + plugin_run.stderr[-2000:]
 
 
-@pytest.mark.parametrize("asset", MANIFEST, ids=by_name)
+@pytest.mark.parametrize("asset", MANIFEST.assets, ids=by_name)
 def test_plugin_checked_the_asset(plugin_run: subprocess.CompletedProcess, asset: Asset) -> None:
     assert f"test_asset[{asset.path}] PASSED" in plugin_run.stdout
 
