@@ -10,17 +10,16 @@ base's own blob, or a new blob, with its media type.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
-import tarfile
 import urllib.request
 from pathlib import Path
 
-from bake import layers, registry
+from bake import layers
 from bench.common import MANIFEST_TYPES, MIB, log
 from bench.engine import Engine, Registry
+from bench.layers import unit_tar
 
 INDEX_TYPES = (
     "application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.list.v2+json"
@@ -51,22 +50,7 @@ def _unit(work: Path, name: str, data: bytes) -> layers.Layer:
     """A unit's layer as bake publishes it: one file under the assets root, compressed by bake's rule."""
     src = work / f"{name}.bin"
     src.write_bytes(data)
-    tar = work / f"{name}.tar"
-    with tarfile.open(tar, "w", format=tarfile.GNU_FORMAT) as out:
-        info = out.gettarinfo(str(src), f"{layers.ROOT}/{name}.bin")
-        info.uid = info.gid = info.mtime = 0
-        info.uname = info.gname = ""
-        with src.open("rb") as f:
-            out.addfile(info, f)
-    return layers.compress(tar)
-
-
-def _push_unit(repository: str, tag: str, layer: layers.Layer) -> str:
-    target = registry.Registry(repository)
-    config, manifest = layers.image([layer])
-    target.push_blob(layer.digest, path=layer.path)
-    target.push_blob(f"sha256:{hashlib.sha256(config).hexdigest()}", data=config)
-    return f"{repository}:{tag}@{target.put_manifest(tag, manifest, layers.MANIFEST_TYPE)}"
+    return layers.compress(unit_tar(src, src.name))
 
 
 def _layers_of(host: str, name: str, tag: str) -> list[dict]:
@@ -107,7 +91,10 @@ def bench_copied_units(work: Path, logs: Path, standin_registry: str) -> dict:
             "U": _unit(work, "weights", os.urandom(8 * MIB)),
             "Z": _unit(work, "vocab", b"".join(b"token %d %d\n" % (i, i * i) for i in range(600_000))),
         }
-        refs = {key: _push_unit(repository, f"unit-{key}", layer) for key, layer in units.items()}
+        refs = {
+            key: f"{repository}:unit-{key}@{store.push_unit('copied', f'unit-{key}', layer)}"
+            for key, layer in units.items()
+        }
         own = {layer.digest: f"unit {key}'s own blob" for key, layer in units.items()}
         base = f"{standin_registry}/rocm-standin:bookworm-slim"
         own |= {

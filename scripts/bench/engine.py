@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import re
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import docker
 
+from bake import layers, registry
 from bench.common import MANIFEST_TYPES, REPO, BenchError
 from bench.processes import free_port, stop, wait_until
 
@@ -166,6 +168,14 @@ class Registry:
         """Every blob the registry stores: digest -> bytes."""
         base = self.root / "docker/registry/v2/blobs/sha256"
         return {f"sha256:{p.parent.name}": p.stat().st_size for p in base.glob("*/*/data")}
+
+    def push_unit(self, name: str, tag: str, layer: layers.Layer) -> str:
+        """Push ``layer`` as a one-layer image ``name:tag``, as bake publishes a unit; its manifest digest."""
+        target = registry.Registry(f"{self.host}/{name}")
+        config, manifest = layers.image([layer])
+        target.push_blob(layer.digest, path=layer.path)
+        target.push_blob(f"sha256:{hashlib.sha256(config).hexdigest()}", data=config)
+        return target.put_manifest(tag, manifest, layers.MANIFEST_TYPE)
 
     def manifest(self, repo: str, tag: str) -> dict:
         request = urllib.request.Request(

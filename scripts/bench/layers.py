@@ -18,7 +18,6 @@ falls on each, floors too); the engine is wiped before each pull.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import os
 import shutil
 import statistics
@@ -27,7 +26,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from bake import layers, registry
+from bake import layers
 from bench.common import MIB, Profile, log
 from bench.engine import Engine, Registry
 
@@ -36,15 +35,12 @@ CHUNK = 4 * MIB
 FULL_REPEATS = 5
 
 
-def _unit_tar(work: Path, size: int) -> Path:
-    """A unit's layer tar holding ``size`` random bytes at an asset path, as bake.layers writes one."""
-    data = work / "weights.bin"
-    with data.open("wb") as f:
-        for left in range(size, 0, -CHUNK):
-            f.write(os.urandom(min(CHUNK, left)))
-    tar = work / "unit.tar"
+def unit_tar(data: Path, name: str) -> Path:
+    """A unit's layer tar beside ``data``, holding it at the asset path ``name``, as bake.layers writes
+    one (root's, mtime 0, 0444); ``data`` itself is removed."""
+    tar = data.with_suffix(".tar")
     with tarfile.open(tar, "w", format=tarfile.GNU_FORMAT) as out:
-        info = out.gettarinfo(str(data), f"{layers.ROOT}/data/weights.bin")
+        info = out.gettarinfo(str(data), f"{layers.ROOT}/{name}")
         info.uid = info.gid = 0
         info.uname = info.gname = ""
         info.mtime, info.mode = 0, 0o444
@@ -52,6 +48,15 @@ def _unit_tar(work: Path, size: int) -> Path:
             out.addfile(info, f)
     data.unlink()
     return tar
+
+
+def _random_unit_tar(work: Path, size: int) -> Path:
+    """A unit's layer tar holding ``size`` random bytes."""
+    data = work / "weights.bin"
+    with data.open("wb") as f:
+        for left in range(size, 0, -CHUNK):
+            f.write(os.urandom(min(CHUNK, left)))
+    return unit_tar(data, "data/weights.bin")
 
 
 def _variants(tar: Path) -> dict[str, layers.Layer]:
@@ -73,15 +78,6 @@ def _variants(tar: Path) -> dict[str, layers.Layer]:
         "zstd": layer(zst, f"{layers.TAR}+zstd"),
         "gzip": layer(gz, f"{layers.TAR}+gzip"),
     }
-
-
-def _push(host: str, name: str, layer: layers.Layer) -> str:
-    target = registry.Registry(f"{host}/{name}")
-    config, manifest = layers.image([layer])
-    target.push_blob(layer.digest, path=layer.path)
-    target.push_blob(f"sha256:{hashlib.sha256(config).hexdigest()}", data=config)
-    target.put_manifest("cold", manifest, layers.MANIFEST_TYPE)
-    return f"{host}/{name}:cold"
 
 
 def _floor(host: str, name: str, layer: layers.Layer, dest: Path) -> float:
@@ -151,11 +147,11 @@ def bench_cold_pull(profile: Profile, work: Path, logs: Path) -> dict:
     engines = {}
     try:
         log(f"cold pull: a {size / MIB:.0f} MiB unit of random bytes, stored, zstd and gzip")
-        tar = _unit_tar(work, size)
-        variants = _variants(tar)
-        refs = {
-            kind: _push(store.host, f"cold/{i}", layer) for i, (kind, layer) in enumerate(variants.items())
-        }
+        variants = _variants(_random_unit_tar(work, size))
+        refs = {}
+        for i, (kind, layer) in enumerate(variants.items()):
+            store.push_unit(f"cold/{i}", "cold", layer)
+            refs[kind] = f"{store.host}/cold/{i}:cold"
         result: dict = {"size_bytes": size, "repeats": repeats, "variants": {}}
         floors: dict[str, list[float]] = {kind: [] for kind in refs}
         for kind in _in_turn(list(refs), repeats):
