@@ -272,8 +272,9 @@ _load_record() { # $1 line: split at tabs, check what guards this script's evals
 	local rest="$1$_tab" record IFS
 	case $1 in
 	*"$_us"*) _reason="fields without control characters" && return 1 ;; # what _head's fields are joined by
-	*"$_tab$_tab"*)
-		# An empty field: split at one tab at a time, which keeps it.
+	"$_tab"* | *"$_tab$_tab"*)
+		# An empty field (first, or between two tabs): split at one tab at a time, which keeps it,
+		# where splitting at IFS white space would drop it and shift the fields after it.
 		set --
 		while [ -n "$rest" ]; do
 			set -- "$@" "${rest%%"$_tab"*}"
@@ -1445,7 +1446,7 @@ _ready() { # $1 the start, in ms, or empty: the ready line, what is served and h
 			# shellcheck disable=SC2086 # split at IFS, with set -f on
 			set -- $record # set CONSUMER DIGEST BYTES STATE ROOT SHOWN
 			IFS=$_nl
-			list="$list${7:+, ${7:-}}"
+			list="$list${7:+, $7}"
 			;;
 		esac
 	done
