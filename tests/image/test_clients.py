@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from . import (
+    ALIAS_LINKS,
     ASSET_ROOT,
     CLIENT_PROBE,
     MANIFEST,
@@ -32,11 +33,11 @@ VOCAB_CLIENTS = {"harmony": "TIKTOKEN_RS_CACHE_DIR", "tiktoken": "TIKTOKEN_CACHE
 # cl100k_base's tokens for PROBE_TEXT (computed once with the real vocab).
 CL100K_TOKENS = [9906, 11, 1917, 0, 426, 7897, 12032, 2865, 27258, 13]
 VOCABS = {a.path.split("/")[-1]: f"{ASSET_ROOT}/{a.path}" for a in MANIFEST if a.path.startswith("tiktoken/")}
-# The image's alias link beside each vocab, <encoding>.tiktoken, resolving to it.
+# The image's alias link beside each vocab, <encoding>.tiktoken, resolving to it (seal's own links).
 ALIASES = {
-    str(a.canonical_url()).rsplit("/", 1)[-1]: f"{ASSET_ROOT}/{a.path}"
-    for a in MANIFEST
-    if a.path.startswith("tiktoken/")
+    link.rsplit("/", 1)[-1]: f"{ASSET_ROOT}/tiktoken/{target}"
+    for link, target in ALIAS_LINKS.items()
+    if link.startswith("tiktoken/")
 }
 (STOPWORDS,) = [a for a in MANIFEST if a.name == "stopwords"]
 (S3_V2_ASSET,) = [a for a in MANIFEST if a.name == S3_V2]

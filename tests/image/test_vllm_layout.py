@@ -31,6 +31,7 @@ import pytest
 
 from bake.assets_image import registry_digest
 from bake.manifest import load_manifest
+from bake.seal import alias_links
 from tests.engines import second_engine
 from tests.registries import REGISTRY as SHARED_REGISTRY
 from tests.registries import LocalRegistry, remove_images_named
@@ -663,7 +664,7 @@ def test_an_artifact_only_job_on_the_fresh_engine_gets_its_assets_offline(
     assert len(vocabs) == 2  # the manifest change added cl100k_base
     # Each job-local cache is one copy, as links, of the image's tiktoken/: each vocab, and the
     # <encoding>.tiktoken alias link beside it.
-    aliases = {str(a.canonical_url()).rsplit("/", 1)[-1]: a.sha256 for a in baked}
+    aliases = {PurePosixPath(link).name: vocabs[target] for link, target in alias_links(baked).items()}
     served = {**vocabs, **aliases}
     assert report == {
         "vllm": "0.0.0+standin",
