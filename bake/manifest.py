@@ -26,6 +26,8 @@ from bake.urls import check_url
 DEFAULT_MANIFEST = "docker/assets.toml"
 
 _ALLOWED_KEYS = {"name", "path", "sha256", "urls", "size", "groups", "layer"}
+# The ``[units]`` table: how the selection is cut into units (bake.layers), never what is baked.
+_UNITS_KEYS = {"hub_file_threshold"}
 _REQUIRED_KEYS = ("name", "path", "sha256", "urls")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -64,12 +66,21 @@ class Manifest:
     assets: tuple[Asset, ...]
     declared: tuple[consumers.Consumer, ...] = ()
     hub_entries: tuple[HubEntry, ...] = ()
+    # ``[units] hub_file_threshold``: a Hub file this large or larger is a unit of its own; None
+    # when the manifest leaves it to bake.layers' default.
+    hub_file_threshold: int | None = None
 
     @classmethod
-    def of(cls, assets: Iterable[Asset], declared: Iterable[consumers.Consumer] = ()) -> Manifest:
+    def of(
+        cls,
+        assets: Iterable[Asset],
+        declared: Iterable[consumers.Consumer] = (),
+        hub_file_threshold: int | None = None,
+    ) -> Manifest:
         """Return the manifest of ``assets``, with the Hub entries every blob of which is among them."""
         assets = tuple(assets)
-        return cls(assets, tuple(declared), tuple(hub_schema.selected_entries(assets)))
+        entries = tuple(hub_schema.selected_entries(assets))
+        return cls(assets, tuple(declared), entries, hub_file_threshold)
 
     def __iter__(self) -> Iterator[Asset]:
         return iter(self.assets)
@@ -254,12 +265,13 @@ def parse_manifest(
     Raises ManifestError for any broken rule, naming the asset or consumer.
     """
     data = _load_toml(text, source)
-    extra = sorted(set(data) - {"asset", "consumer", "hub"})
+    extra = sorted(set(data) - {"asset", "consumer", "hub", "units"})
     if extra:
         raise ManifestError(
             f"{source}: unknown top-level key(s) {', '.join(extra)}; "
-            "only [[asset]], [[consumer]] and [[hub]] tables are allowed"
+            "only [[asset]], [[consumer]] and [[hub]] tables and one [units] table are allowed"
         )
+    threshold = _units_table(data.get("units"), source)
     declared = [
         consumers.parse_consumer(raw, i) for i, raw in enumerate(_array_of_tables(data, "consumer", source))
     ]
@@ -282,7 +294,22 @@ def parse_manifest(
                 )
             seen[key] = asset.name
     _check_path_prefixes(assets)
-    return Manifest.of(assets, declared)
+    return Manifest.of(assets, declared, threshold)
+
+
+def _units_table(raw: object, source: str) -> int | None:
+    """The ``[units]`` table's ``hub_file_threshold`` (bytes), or None when it is absent."""
+    if raw is None:
+        return None
+    where = f"{source}: [units]"
+    refuse_unknown_keys(expect_mapping(raw, where), _UNITS_KEYS, where)
+    threshold = raw.get("hub_file_threshold")
+    if threshold is not None and (type(threshold) is not int or threshold < 1):
+        raise ManifestError(
+            f"{where}: hub_file_threshold must be a size in bytes, a positive integer, got {threshold!r}; "
+            "a Hub file this large or larger becomes a unit (a layer) of its own"
+        )
+    return threshold
 
 
 def _check_serve_limits(consumer: consumers.Consumer) -> None:
@@ -360,7 +387,8 @@ def select(assets: Sequence[Asset], groups: Sequence[str] = ()) -> Manifest:
             f"known groups: {', '.join(sorted(known)) or 'none'}"
         )
     wanted = set(groups)
-    return Manifest.of((a for a in manifest if not a.groups or wanted & set(a.groups)), manifest.declared)
+    chosen = (a for a in manifest if not a.groups or wanted & set(a.groups))
+    return Manifest.of(chosen, manifest.declared, manifest.hub_file_threshold)
 
 
 def manifest_digest(assets: Iterable[Asset]) -> str:
