@@ -187,6 +187,7 @@ def test_a_hub_bump_moves_only_the_repositorys_own_unit_and_a_shared_file_moves_
     hub = report["measures"]["hub_units"]
     for store, rows in hub["bump"]["pulls"].items():
         assert rows[1]["ratio"] <= 1.05 and rows[1]["bytes"] < hub["weights_bytes"] / 4, (store, rows)
+        assert hub["bump_one_unit"]["pulls"][store][1]["bytes"] > hub["weights_bytes"]  # all in one unit
     for store, rows in hub["shared"]["pulls"].items():
         assert hub["weights_bytes"] <= rows[0]["asset_bytes"] <= 1.05 * hub["weights_bytes"], (store, rows)
     assert len(hub["shared"]["new_blobs_of_its_size"]) == 2  # the unit's blob, and the built image's copy

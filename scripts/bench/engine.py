@@ -195,7 +195,8 @@ def agent_pulls(registry: Registry, work: Path, logs: Path, label: str, versions
     """Per image store, an empty engine pulls each of ``versions`` in turn (each a dict with its ``ref``,
     ``host/name@digest``, its ``block_layers`` (diff ID, blob) and every layer's ``sizes``); return, per
     store, one row per pull: the registry's bytes for it (its log), those of the block's blobs, the
-    bytes of the block's layers that changed since the version before, and the ratio of the two."""
+    bytes of the block's layers that changed since the version before, and the ratio of the two.
+    ``label`` names the agents' directories: keep it short, containerd's sockets hold 104 bytes of path."""
     found = {}
     for store in ("classic", "containerd"):
         agent = Engine(work / f"agent-{store}-{label}", logs, namespace=f"bake-bench-{store}")

@@ -7,7 +7,8 @@
 - **A config-only bump** of a loopback Hub repository (a weights file and small files): each
   version is pinned with ``bake add``, published, pinned into a Dockerfile and built as CI would;
   an empty engine per store pulls v0 then v1, and the bytes it pulls are the registry's own (its
-  log), set against the block's changed layers.
+  log), set against the block's changed layers. Side by side, the same bump of a repository whose
+  threshold lies above its weights, so that it is one unit, as round 4 made it.
 - **One file in two repositories**: both pinned in one manifest, published and built; the blobs of
   that size the registry stores for the unit, and the bytes an agent that needs both pulls.
 - **A repository of many large files**: more units than the layer budget allows; the block bake
@@ -201,18 +202,20 @@ def _model_files(weights: bytes, config: dict) -> dict[str, bytes]:
     }
 
 
-def _bump(site: HubSite, hub: BenchHub, weights: bytes) -> dict:
-    """v0, then a commit that changes config.json alone; an agent per store pulls v0, then v1."""
-    hub.commit("bench/model", _model_files(weights, {"version": 0}))
-    first = site.manifest("v0", ["hf://bench/model"])
-    hub.commit("bench/model", _model_files(weights, {"version": 1}))
-    second = site.manifest("v1", ["hf://bench/model"])
+def _bump(site: HubSite, hub: BenchHub, weights: bytes, repo: str, units: str = "") -> dict:
+    """v0, then a commit that changes config.json alone; an agent per store pulls v0, then v1.
+    ``units``: the manifests' [units] table."""
+    hub.commit(repo, _model_files(weights, {"version": 0}))
+    first = site.manifest("v0", [f"hf://{repo}"], units)
+    hub.commit(repo, _model_files(weights, {"version": 1}))
+    second = site.manifest("v1", [f"hf://{repo}"], units)
     versions = [site.version("v0", first), site.version("v1", second)]
     pulls = agent_pulls(site.registry, site.work, site.logs, site.name, versions)
     for store, rows in pulls.items():
         log(
-            f"  config-only bump, {store}: {rows[1]['bytes'] / MIB:.2f} MiB pulled, {rows[1]['ratio']:.3f}x "
-            f"the block's changed layers ({rows[1]['changed_block_bytes'] / MIB:.2f} MiB)"
+            f"  config-only bump ({site.name}), {store}: {rows[1]['bytes'] / MIB:.2f} MiB pulled, "
+            f"{rows[1]['ratio']:.3f}x the block's changed layers "
+            f"({rows[1]['changed_block_bytes'] / MIB:.2f} MiB)"
         )
     return {"versions": versions, "pulls": pulls}
 
@@ -247,9 +250,13 @@ def bench_hub_units(profile: Profile, src: Path, work: Path, logs: Path, standin
         with hub_server(src, hub.spec, logs) as endpoint:
             env = {**engine.env, "FETCH_IMAGE": STANDIN, "HF_ENDPOINT": endpoint}
             env |= {"HF_HUB_DISABLE_XET": "1", "SSL_CERT_FILE": MACHINE_CA}
-            bump = HubSite("hub-bump", src, work, logs, registry, env)
-            result["bump"] = _bump(bump, hub, weights)
-            shared = HubSite("hub-shared", src, work, logs, registry, env)
+            bump = HubSite("bump", src, work, logs, registry, env)
+            result["bump"] = _bump(bump, hub, weights, "bench/model")
+            # Side by side: the same bump with the weights in the repository's one unit (round 4's rule).
+            whole = HubSite("whole", src, work, logs, registry, env)
+            above = f"[units]\nhub_file_threshold = {2 * size}\n"
+            result["bump_one_unit"] = _bump(whole, hub, weights, "bench/whole", above)
+            shared = HubSite("shared", src, work, logs, registry, env)
             result["shared"] = _shared(shared, hub, weights)
         return result
     finally:
@@ -268,7 +275,8 @@ def hub_units_row(m: dict) -> tuple:
     bump = hub["bump"]["pulls"]
     bumped = ", ".join(
         f"{store} {rows[1]['bytes'] / MIB:.2f} MiB ({rows[1]['ratio']:.3f}x the changed "
-        f"{rows[1]['changed_block_bytes'] / MIB:.2f} MiB)"
+        f"{rows[1]['changed_block_bytes'] / MIB:.2f} MiB; in one unit "
+        f"{hub['bump_one_unit']['pulls'][store][1]['bytes'] / MIB:.2f} MiB)"
         for store, rows in bump.items()
     )
     weights = hub["weights_bytes"]
