@@ -253,3 +253,18 @@ def test_an_agent_pulls_the_shared_weights_once_and_a_bump_moves_only_what_chang
         assert second == {blob: v1.sizes[blob] for blob in changed}
     else:
         assert changed <= set(second)
+
+
+def test_bake_testing_passes_on_the_bumped_image(flow: Flow, tmp_path: Path) -> None:
+    """The plugin a team runs on any image, on v1 built from the units: every asset present with its size,
+    sha256, owner and modes, SHA256SUMS, each location served through the ENTRYPOINT, doctor inside."""
+    image = flow.versions["v1"].ref.split("@")[0]
+    env = {k: v for k, v in os.environ.items() if k != "BAKE_IMAGE"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "bake.testing", "--bake-image", image,
+         "-p", "no:cacheprovider", "-rfs"],
+        cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=600,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert " passed" in proc.stdout.splitlines()[-1], proc.stdout[-2000:]
