@@ -56,6 +56,8 @@ UNIT_TAG = re.compile(rf"{UNIT_PREFIX}(?P<name>[A-Za-z0-9_.-]+)-(?P<key>[0-9a-f]
 # A Hub file this large or larger is a unit of its own (docs/building.md: what a layer costs an
 # agent, against the bytes a bump re-ships; the manifest's [units] hub_file_threshold overrides it).
 HUB_FILE_THRESHOLD = 16 * MIB
+# The unit the smallest units become, together, when a selection makes more layers than its budget.
+PACK = "pack"
 # Store a layer uncompressed when a sample compresses to more than this share of its size.
 STORE_ABOVE = 0.95
 SAMPLE_CHUNKS, SAMPLE_CHUNK = 16, 1 << 20
@@ -146,6 +148,37 @@ def _unit(name: str, held: dict[str, dict], by_content: bool) -> Unit:
     sizes = [held[path].get("size", 0) for path in paths[: 1 if by_content else None]]
     size = None if None in sizes else sum(sizes)
     return Unit(name, key, paths, hardlinks, size)
+
+
+def layer_count(units: Sequence[Unit]) -> int:
+    """The image layers a selection of ``units`` makes: one per unit, and the index's."""
+    return len(units) + 1
+
+
+def packed(units: Sequence[Unit], budget: int) -> tuple[tuple[Unit, ...], tuple[Unit, ...]]:
+    """Return ``units`` as a block of at most ``budget`` layers (layer_count), and the units packed
+    together to get there (none when they fit).
+
+    Past the budget, the smallest units (by the bytes they carry; a unit of unknown size counts as
+    the largest; ties by name) become one unit, ``pack``, last among the units: the same units
+    always give the same block. Its key names its members' names and keys, so it changes with any.
+    """
+    over = layer_count(units) - budget
+    if over <= 0:
+        return tuple(units), ()
+    chosen = sorted(units, key=lambda u: (u.size is None, u.size or 0, u.name))[: over + 1]
+    members = sorted([u.name, u.key] for u in chosen)
+    key = hashlib.sha256(json.dumps(members, separators=(",", ":")).encode()).hexdigest()
+    sizes = [u.size for u in chosen]
+    pack = Unit(
+        PACK,
+        key,
+        tuple(sorted(path for u in chosen for path in u.paths)),
+        tuple(sorted(link for u in chosen for link in u.hardlinks)),
+        None if None in sizes else sum(s or 0 for s in sizes),
+    )
+    left = tuple(u for u in units if u not in chosen)
+    return (*left, pack), tuple(chosen)
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,42 @@ def test_an_unknown_units_key_is_a_manifest_error() -> None:
         parse_manifest("[units]\nbudget = 3\n" + asset("one", "data/one", b"1", "https://e.org/1"))
 
 
+def small_assets(sizes: list[int | None], reverse: bool = False) -> str:
+    """One asset a unit per size (its bytes that many ``x``; None: a size left out of the manifest);
+    ``reverse``: the same entries written in the other order."""
+    entries = []
+    for i, size in enumerate(sizes):
+        entry = asset(f"a{i:03}", f"data/a{i:03}", b"x" * (size or 0), f"https://e.org/{i}")
+        entries.append(entry if size is not None else entry.replace(f"size = {size or 0}\n", ""))
+    return "\n".join(entries[::-1] if reverse else entries)
+
+
+def test_past_the_budget_the_smallest_units_become_one_pack_the_same_every_time() -> None:
+    sizes = [70 - i for i in range(70)]  # a000 is the largest: the smallest come last in the manifest
+    units = layers.units_of(parse_manifest(small_assets(sizes)))
+    block, chosen = layers.packed(units, 64)
+    assert layers.layer_count(units) == 71 and layers.layer_count(block) == 64
+    assert [u.name for u in chosen] == [f"asset.a{i:03}" for i in range(69, 61, -1)]  # the 8 smallest
+    pack = block[-1]
+    assert (pack.name, pack.size) == (layers.PACK, sum(range(1, 9)))
+    assert pack.paths == tuple(sorted(path for u in chosen for path in u.paths))
+    assert block[:-1] == units[:62], "the units left keep their order and their keys"
+    shuffled = layers.units_of(parse_manifest(small_assets(sizes, reverse=True)))
+    assert layers.packed(shuffled, 64)[0][-1] == pack  # the same units pack the same, in any order
+    bumped = layers.units_of(parse_manifest(small_assets([*sizes[:-1], 2])))
+    assert layers.packed(bumped, 64)[0][-1].key != pack.key  # a member changed: so did the pack
+
+
+def test_within_the_budget_nothing_is_packed_and_an_unknown_size_packs_last() -> None:
+    units = layers.units_of(parse_manifest(small_assets([3] * 63)))
+    assert layers.packed(units, 64) == (units, ())
+    unknown = layers.units_of(parse_manifest(small_assets([None, 5, 1, 2])))
+    _, chosen = layers.packed(unknown, 4)  # 5 layers to 4: the two smallest become one
+    assert [u.name for u in chosen] == ["asset.a002", "asset.a003"]
+    _, chosen = layers.packed(unknown, 2)
+    assert [u.name for u in chosen] == ["asset.a002", "asset.a003", "asset.a001", "asset.a000"]
+
+
 def test_a_unit_key_names_its_own_entries_alone() -> None:
     one = asset("one", "data/one", b"1", "https://example.org/1")
     alone = layers.units_of(parse_manifest(one))
@@ -325,6 +361,17 @@ def test_hub_units_rebuild_the_tree_and_hold_a_shared_file_once(tmp_path: Path) 
     assert {"refs/main", f"snapshots/{COMMIT}/config.json", f"trees/{COMMIT}.json"} <= names
     with tarfile.open(index) as tar:
         assert not [m.name for m in tar.getmembers() if "/hub/" in m.name and not m.isdir()]
+
+
+def test_a_pack_of_every_unit_rebuilds_the_tree_and_keeps_the_shared_file_once(tmp_path: Path) -> None:
+    model = {"config.json": CONFIG, "model.safetensors": WEIGHTS_1M}
+    tree, units = hub_tree(tmp_path, {("org/m", COMMIT): model, ("org/fork", C2): model})
+    block, chosen = layers.packed(units, 2)  # one unit and the index
+    assert [u.name for u in block] == [layers.PACK] and len(chosen) == 3
+    unit_tars, index = layers.split(tree, block, tmp_path)
+    assert listing([*unit_tars.values(), index]) == listing([tree])
+    with tarfile.open(unit_tars[layers.PACK]) as tar:
+        assert sum(m.islnk() for m in tar.getmembers()) == 1
 
 
 def test_a_large_files_layer_is_byte_identical_across_a_bump(tmp_path: Path) -> None:
