@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bake.asset import Asset
-from bake.errors import BuildError
+from bake.errors import BuildError, ManifestError
 from bake.hashes import sha256_file
 from bake.hub import layout as hub_layout
 from bake.manifest import as_manifest
@@ -123,15 +123,20 @@ def units_of(assets: Iterable[Asset]) -> tuple[Unit, ...]:
     threshold = manifest.hub_file_threshold or HUB_FILE_THRESHOLD
     members: dict[str, dict[str, dict]] = {}
     repositories: dict[str, dict[str, dict]] = {}
-    by_content: set[str] = set()
+    by_content: dict[str, str] = {}  # a Hub file's unit -> the sha256 it holds
     for asset in manifest:
         name = unit_name(asset, threshold)
         record = {"sha256": asset.sha256, "size": asset.size}
         if asset.hub is not None and name == repository_unit(asset.hub.folder):
             repositories.setdefault(name, {})[asset.path] = record
             continue
-        if asset.hub is not None:
-            by_content.add(name)
+        if asset.hub is not None and by_content.setdefault(name, asset.sha256) != asset.sha256:
+            # Its layer hard-links every path to the first: one name must never hold two contents.
+            raise ManifestError(
+                f"asset {asset.name!r}: sha256 {asset.sha256} and {by_content[name]} (another Hub file) "
+                f"share the first 16 hex digits that name unit {name}; two files made to collide so "
+                "are not what a manifest pins by accident: check where both repositories came from"
+            )
         members.setdefault(name, {})[asset.path] = record
     for entry in manifest.hub_entries:
         repositories.setdefault(repository_unit(entry.folder), {}).update(hub_layout.unit_records(entry))

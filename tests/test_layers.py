@@ -134,6 +134,20 @@ def test_one_content_in_two_repositories_is_one_unit_holding_its_bytes_once() ->
     assert list(units) == [name, "hub.models--org--m", "hub.models--org--fork"]  # large first, small last
 
 
+def test_two_contents_whose_unit_names_collide_are_refused() -> None:
+    """A unit's layer hard-links its paths to one content: two contents under one name never pass."""
+
+    def entry(repo: str, sha: str) -> str:
+        record = f'{{path = "w.bin", size = 100, sha256 = "{sha}", blob = "{"c" * 40}", lfs = true}}'
+        return f'[[hub]]\nrepo = "{repo}"\ncommit = "{COMMIT}"\nfiles = [{record}]\n'
+
+    text = (
+        "[units]\nhub_file_threshold = 10\n" + entry("org/a", "d" * 64) + entry("org/b", "d" * 16 + "e" * 48)
+    )
+    with pytest.raises(ManifestError, match=r"share the first 16 hex digits that name unit hub\.blob\.d{16}"):
+        layers.units_of(parse_manifest(text))
+
+
 def test_the_default_threshold_and_the_manifests_own() -> None:
     files = {"small.bin": layers.HUB_FILE_THRESHOLD - 1, "large.bin": layers.HUB_FILE_THRESHOLD}
     default = units_by_name(hub_entry("org/m", files, threshold=1))
