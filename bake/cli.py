@@ -590,7 +590,7 @@ def _print_findings(findings: list, bad_label: str, nothing_to_check: str) -> li
 
 
 def cmd_manifest(args: argparse.Namespace) -> int:
-    from bake import consumers
+    from bake import consumers, layers
 
     assets = _selected(args)
     if args.action == "digest":
@@ -606,6 +606,9 @@ def cmd_manifest(args: argparse.Namespace) -> int:
         }
         print(json.dumps(doc, indent=2))
         return 0
+    warning = layers.check_layer_budget(layers.units_of(assets))  # refuses what no image could run
+    if warning:
+        log.warning("%s", warning)
     table = assets.consumers()
     findings = consumers.check_manifest(assets, table)
     builtins = ", ".join(c.name for c in table if c.builtin)
