@@ -287,39 +287,51 @@ def _push_missing(
     found: dict[str, served.Image | None],
     built: dict[str, layers.Layer],
 ) -> dict[str, served.Image]:
-    """Push each image ``found`` lacks, the one-layer ones at once, then the whole; return what was pushed.
+    """Push each image ``found`` lacks, the one-layer ones together, then the whole; return what was pushed.
 
     A layer the registry already holds for a present image (the same diff ID, checked) is used as
     it is, so the units, the index and the whole keep naming the same blobs.
     """
     held = {layer.diff_id: layer for image in found.values() if image is not None for layer in image.layers}
-    blobs = {ref: held.get(layer.diff_id, layer) for ref, layer in built.items()}
-
-    def push(ref: str, image_layers: Sequence[layers.Layer | layers.Blob]) -> served.Image:
-        config, manifest = layers.image(image_layers)
-        config_digest = f"sha256:{hashlib.sha256(config).hexdigest()}"
-        sent = [(layer.digest, layer.path) for layer in image_layers if isinstance(layer, layers.Layer)]
-        # The layers and the config travel at once; the manifest, which names them, after.
-        registry.concurrently(
-            [*sent, (config_digest, None)],
-            lambda blob: target.push_blob(blob[0], path=blob[1], data=None if blob[1] else config),
-        )
-        digest = target.put_manifest(ref.rpartition(":")[2], manifest, layers.MANIFEST_TYPE)
-        log.info("pushed %s@%s", ref, digest)
-        blobs_of = tuple(layers.Blob(b.media_type, b.digest, b.size, b.diff_id) for b in image_layers)
-        return served.Image(ref, digest, blobs_of)
-
-    lacking = [ref for ref in refs.layered if found[ref] is None]
+    lacking = {ref: [held.get(layer.diff_id, layer)] for ref, layer in built.items() if found[ref] is None}
     try:
-        pushed = dict(
-            zip(lacking, registry.concurrently(lacking, lambda ref: push(ref, [blobs[ref]])), strict=True)
-        )
+        pushed = _push_images(target, lacking)
         if found[refs.whole] is None:
             # Every layer is in the repository by now: the whole sends its config and manifest alone.
-            held_now = [(found[ref] or pushed[ref]).layers[0] for ref in refs.layered]
-            pushed[refs.whole] = push(refs.whole, held_now)
+            every = [(found[ref] or pushed[ref]).layers[0] for ref in refs.layered]
+            pushed |= _push_images(target, {refs.whole: every})
     except (OSError, urllib.error.URLError) as exc:
         raise registry.failure(refs.whole.rpartition(":")[0], exc) from None
+    return pushed
+
+
+def _push_images(
+    target: registry.Registry, images: Mapping[str, Sequence[layers.Layer | layers.Blob]]
+) -> dict[str, served.Image]:
+    """Push ``images`` (tag -> layers): every blob they need at once, then every manifest at once.
+
+    Two steps of round trips whatever the count (registry.concurrently keeps CONNECTIONS in
+    flight): a blob is one mount-or-upload and its PUT, a manifest one PUT. A Blob, which the
+    repository holds already, is not sent.
+    """
+    documents = {ref: layers.image(blobs) for ref, blobs in images.items()}
+    uploads: dict[str, tuple[Path | None, bytes | None]] = {}
+    for ref, blobs in images.items():
+        config = documents[ref][0]
+        uploads[f"sha256:{hashlib.sha256(config).hexdigest()}"] = (None, config)
+        uploads |= {b.digest: (b.path, None) for b in blobs if isinstance(b, layers.Layer)}
+    registry.concurrently(
+        list(uploads.items()), lambda blob: target.push_blob(blob[0], path=blob[1][0], data=blob[1][1])
+    )
+    digests = registry.concurrently(
+        list(images),
+        lambda ref: target.put_manifest(ref.rpartition(":")[2], documents[ref][1], layers.MANIFEST_TYPE),
+    )
+    pushed = {}
+    for ref, digest in zip(images, digests, strict=True):
+        log.info("pushed %s@%s", ref, digest)
+        held = tuple(layers.Blob(b.media_type, b.digest, b.size, b.diff_id) for b in images[ref])
+        pushed[ref] = served.Image(ref, digest, held)
     return pushed
 
 

@@ -73,6 +73,11 @@ mark("end")
 """
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # clients open many connections at once
+
+
 class DelayingProxy:
     """A loopback HTTP proxy: each request waits ``delay``, then goes to ``upstream``, and is logged."""
 
@@ -80,8 +85,7 @@ class DelayingProxy:
         self.upstream, self.delay = upstream, delay
         self.requests: list[tuple[float, str, str, int]] = []  # (time, method, path, status)
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), self._handler())
         self.host = f"127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -173,9 +177,10 @@ def _phases(tree: Path, proxy: DelayingProxy, repo: str, manifest: Path, files: 
     listing = manifest.with_suffix(".json")
     listing.write_text(json.dumps(files))
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    # cwd=tree: `python -c` puts the working directory first on sys.path, before PYTHONPATH.
     proc = subprocess.run(
         [sys.executable, "-c", _DRIVER, str(manifest), f"{proxy.host}/{repo}", str(listing)],
-        env=env, capture_output=True, text=True, timeout=3600, check=False,
+        cwd=tree, env=env, capture_output=True, text=True, timeout=3600, check=False,
     )  # fmt: skip
     (logs / f"round-trips-{repo.replace('/', '_')}.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:

@@ -320,6 +320,46 @@ def engine_socket(tmp_path: Path):
         os.environ["DOCKER_HOST"] = old
 
 
+@pytest.fixture
+def registry_socket():
+    """A loopback TCP listener standing in for every registry: bake asks registries itself since round
+    5, so HTTP_PROXY and HTTPS_PROXY name it (no name is ever resolved, no byte leaves the machine)
+    and it hangs up on every connection it counts."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    accepted: list[int] = []
+
+    def hang_up() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(1)
+            conn.close()
+
+    threading.Thread(target=hang_up, daemon=True).start()
+
+    def calls() -> int:
+        count = len(accepted)
+        accepted.clear()
+        return count
+
+    proxy = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    saved = {k: os.environ.get(k) for k in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "no_proxy")}
+    os.environ.update(HTTP_PROXY=proxy, HTTPS_PROXY=proxy, NO_PROXY="", no_proxy="")
+    urllib.request.install_opener(urllib.request.build_opener())  # urlopen's opener reads them now
+    yield calls
+    listener.close()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    urllib.request.install_opener(None)  # the next urlopen builds one from the environment again
+
+
 def run_publish_and_pin(tmp_path: Path, repo: str) -> list[int]:
     manifest = tmp_path / "assets.toml"
     if not manifest.exists():
@@ -332,9 +372,11 @@ def run_publish_and_pin(tmp_path: Path, repo: str) -> list[int]:
 
 
 @pytest.mark.parametrize("repo", BAD_REPOSITORIES.values(), ids=BAD_REPOSITORIES.keys())
-def test_a_bad_repository_is_exit_2_before_the_engine(tmp_path: Path, engine_socket, repo: str) -> None:
+def test_a_bad_repository_is_exit_2_before_the_engine(
+    tmp_path: Path, engine_socket, registry_socket, repo: str
+) -> None:
     assert run_publish_and_pin(tmp_path, repo) == [2, 2]
-    assert engine_socket() == 0
+    assert engine_socket() == 0 and registry_socket() == 0
 
 
 REPO_TEXT = st.one_of(
@@ -348,15 +390,16 @@ REPO_TEXT = st.one_of(
 @example("127.0.0.1:5000/../x")
 @example("registry.example/x")
 def test_any_repository_is_accepted_by_the_grammar_or_exit_2_with_no_engine_call(
-    tmp_path_factory, engine_socket, repo: str
+    tmp_path_factory, engine_socket, registry_socket, repo: str
 ) -> None:
     tmp_path = tmp_path_factory.mktemp("repo")
     assert (check_ok(repo)) == grammatical(repo)
     codes = run_publish_and_pin(tmp_path, repo)
     if grammatical(repo):
-        assert codes == [5, 5] and engine_socket() >= 2  # the stand-in engine hangs up: exit 5
+        # Asked of the registry itself since round 5, which hangs up: exit 5; no engine is asked.
+        assert codes == [5, 5] and registry_socket() >= 2 and engine_socket() == 0
     else:
-        assert codes == [2, 2] and engine_socket() == 0
+        assert codes == [2, 2] and engine_socket() == 0 and registry_socket() == 0
 
 
 def check_ok(repo: str) -> bool:
