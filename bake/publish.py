@@ -38,7 +38,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import urllib.error
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -300,7 +299,7 @@ def _push_missing(
             # Every layer is in the repository by now: the whole sends its config and manifest alone.
             every = [(found[ref] or pushed[ref]).layers[0] for ref in refs.layered]
             pushed |= _push_images(target, {refs.whole: every})
-    except (OSError, urllib.error.URLError) as exc:
+    except (OSError, ValueError) as exc:  # URLError is an OSError; ValueError, a host no URL holds
         raise registry.failure(refs.whole.rpartition(":")[0], exc) from None
     return pushed
 

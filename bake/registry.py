@@ -166,7 +166,7 @@ class Registry:
             if exc.code == 404 and _codes(exc) & _UNKNOWN:
                 return None
             raise self.ask_failure(ref, exc) from None
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: a host no URL can hold (an IPv6 "[:]")
             raise self.ask_failure(ref, exc) from None
         if len(body) > MAX_DOCUMENT:
             raise BuildError(
@@ -192,7 +192,7 @@ class Registry:
         try:
             with self._open("GET", f"{self.base}/blobs/{digest}", timeout=ASK_TIMEOUT) as answer:
                 body = answer.read(MAX_DOCUMENT + 1)
-        except (urllib.error.HTTPError, OSError) as exc:
+        except (OSError, ValueError) as exc:
             raise self.ask_failure(f"{what} ({digest})", exc) from None
         served = f"sha256:{hashlib.sha256(body).hexdigest()}"
         if len(body) > MAX_DOCUMENT or served != digest:
