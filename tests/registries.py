@@ -171,7 +171,48 @@ class AuthRegistry(LocalRegistry):
         super().__init__(root, auth=True)
 
 
-class AnsweringRegistry:
+class _Handler(BaseHTTPRequestHandler):
+    """The stand-ins' handler: quiet, HEAD answered as GET, and ``reply`` for a whole answer."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_GET(self) -> None:
+        raise NotImplementedError
+
+    def reply(self, status: int, data: bytes, kind: str, *headers: tuple[str, str]) -> None:
+        self.send_response(status)
+        for key, value in headers:
+            self.send_header(key, value)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+
+class _StandIn:
+    """A loopback server with the handler ``_handler`` makes; ``host`` is its HOST:PORT, ``with`` runs it."""
+
+    def __init__(self) -> None:
+        self.server = LoopbackServer(self._handler())
+        self.host = f"127.0.0.1:{self.server.port}"
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        raise NotImplementedError
+
+    def __enter__(self):
+        self.server.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.stop()
+
+
+class AnsweringRegistry(_StandIn):
     """A loopback 'registry' whose every answer is ``status`` with ``body``; /token answers ``token_status``.
 
     With ``bearer``, a request without Authorization first gets 401 and a Bearer challenge
@@ -182,19 +223,12 @@ class AnsweringRegistry:
         self, status: int, body: dict | None = None, *, bearer: bool = False, token_status: int = 200
     ):
         self.status, self.body, self.bearer, self.token_status = status, body or {}, bearer, token_status
-        self.server = LoopbackServer(self._handler())
-        self.host = f"127.0.0.1:{self.server.port}"
+        super().__init__()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         registry = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-            def do_HEAD(self) -> None:
-                self.do_GET()
-
+        class Handler(_Handler):
             def do_GET(self) -> None:
                 if self.path.startswith("/token"):
                     return self._send(registry.token_status, {"token": "t"})
@@ -206,24 +240,9 @@ class AnsweringRegistry:
                 return self._send(registry.status, registry.body)
 
             def _send(self, status: int, body: dict, *header: tuple[str, str]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                for key, value in header:
-                    self.send_header(key, value)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
+                self.reply(status, json.dumps(body).encode(), "application/json", *header)
 
         return Handler
-
-    def __enter__(self) -> AnsweringRegistry:
-        self.server.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.stop()
 
 
 def docker_login(host: str, password: str = PASSWORD) -> subprocess.CompletedProcess[str]:
@@ -310,7 +329,7 @@ def push_one_layer(ref: str, path: str, data: bytes) -> str:
         shutil.rmtree(work)
 
 
-class OneImageRegistry:
+class OneImageRegistry(_StandIn):
     """A loopback 'registry' that answers every manifest request, whatever the tag, with one image.
 
     The image has ``layers`` layers (random bytes it never serves; only the manifest and config
@@ -339,53 +358,30 @@ class OneImageRegistry:
         self.digest = "sha256:" + hashlib.sha256(self.manifest).hexdigest()
         self.blobs = {config_digest: self.config}
         self.requests: list[str] = []
-        self.server = LoopbackServer(self._handler())
-        self.host = f"127.0.0.1:{self.server.port}"
+        super().__init__()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         registry = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-            def do_HEAD(self) -> None:
-                self.do_GET()
-
+        class Handler(_Handler):
             def do_GET(self) -> None:
                 registry.requests.append(f"{self.command} {self.path}")
-                if "/manifests/" in self.path:
-                    return self._send(registry.manifest, OCI_MANIFEST, registry.digest)
                 digest = self.path.rpartition("/")[2]
-                if "/blobs/" in self.path and digest in registry.blobs:
-                    return self._send(registry.blobs[digest], "application/octet-stream", digest)
-                if self.path == "/v2/":
-                    return self._send(b"{}", "application/json")
-                self.send_response(404)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def _send(self, data: bytes, kind: str, digest: str = "") -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", kind)
-                if digest:
-                    self.send_header("Docker-Content-Digest", digest)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
+                if "/manifests/" in self.path:
+                    self.reply(
+                        200, registry.manifest, OCI_MANIFEST, ("Docker-Content-Digest", registry.digest)
+                    )
+                elif "/blobs/" in self.path and digest in registry.blobs:
+                    self.reply(200, registry.blobs[digest], "application/octet-stream")
+                elif self.path == "/v2/":
+                    self.reply(200, b"{}", "application/json")
+                else:
+                    self.reply(404, b"", "text/plain")
 
         return Handler
 
-    def __enter__(self) -> OneImageRegistry:
-        self.server.start()
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.server.stop()
-
-
-class CountingProxy:
+class CountingProxy(_StandIn):
     """A loopback HTTP proxy in front of ``upstream`` (``host:port``) that records each request it passes.
 
     ``requests`` holds ``METHOD PATH`` per request, in the order they arrived.
@@ -394,17 +390,13 @@ class CountingProxy:
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream
         self.requests: list[str] = []
-        self.server = LoopbackServer(self._handler())
-        self.host = f"127.0.0.1:{self.server.port}"
+        super().__init__()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(_Handler):
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
 
             def _forward(self) -> None:
                 proxy.requests.append(f"{self.command} {self.path}")
@@ -435,10 +427,3 @@ class CountingProxy:
             do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _forward
 
         return Handler
-
-    def __enter__(self) -> CountingProxy:
-        self.server.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.stop()
