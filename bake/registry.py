@@ -245,7 +245,8 @@ class Registry:
         if isinstance(exc, TokenFailure):
             return BuildError(
                 f"cannot tell whether the registry {host} has {ref}: {exc}, so it gave no definite answer; "
-                "check the registry's token service (and `docker login` for it), then rerun"
+                f"check `docker login {host}` (and the credential helper it uses) and the registry's token "
+                "service, then rerun"
             )
         if not isinstance(exc, urllib.error.HTTPError):
             reason = getattr(exc, "reason", exc)
@@ -332,5 +333,8 @@ def _credentials(host: str) -> tuple[str | None, str | None]:
     except ImportError:
         return None, None
     key = "https://index.docker.io/v1/" if host == "registry-1.docker.io" else host
-    found = docker.auth.resolve_authconfig(docker.auth.load_config(), key) or {}
+    try:
+        found = docker.auth.resolve_authconfig(docker.auth.load_config(), key) or {}
+    except docker.errors.DockerException as exc:  # a credential helper that is missing or fails
+        raise TokenFailure(f"the credentials `docker login` stored for it cannot be read ({exc})") from None
     return found.get("username") or found.get("Username"), found.get("password") or found.get("Password")
