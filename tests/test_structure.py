@@ -83,6 +83,7 @@ LAYERS = {
         "bake.context",
         "bake.registry",
         "bake.layers",
+        "bake.served",
         "bake.assets_image",
         "bake.dockerfile",
         "bake.pin",

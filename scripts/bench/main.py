@@ -38,6 +38,9 @@ One run measures, and prints as a table:
      small files) published, pinned and built, and the bytes an agent pulls for it, classic and
      containerd store; one file in two repositories: what the registry stores and an agent pulls
      (bench/hubunits.py; --hub-units runs it alone);
+--round-trips [OLD] runs measure 13 alone: the registry requests and round trips of `bake publish` and
+`bake pin` per unit, through a proxy that delays each request (bench/round_trips.py); with OLD, on that
+commit's bake too, side by side.
 --copied builds and pushes an image holding two units in each Dockerfile shape, each way, on both
 stores, and names each pushed layer's blob (bench/copied.py).
 --compare OLD measures 1, 7 and 10 (at 2 files) on commit OLD and on this checkout, interleaved, medians of
@@ -84,6 +87,7 @@ from bench.hubunits import bench_hub_units
 from bench.layers import bench_cold_pull
 from bench.plot import draw
 from bench.report import machine, publish, verdicts
+from bench.round_trips import bench_round_trips, round_trips_table
 from bench.runner_line import bench_runner_line
 from bench.scale import bench_scale
 
@@ -221,6 +225,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="measure 14 only (a layer's cost; a config-only bump of a Hub repository; a file in two)",
     )
+    parser.add_argument(
+        "--round-trips",
+        nargs="?",
+        const="",
+        metavar="OLD",
+        help="measure 13 only: registry requests and round trips of publish and pin; OLD: that commit's too",
+    )
     parser.add_argument("--plot", type=Path, help=f"draw measure 9 here (the full profile: {PLOT})")
     args = parser.parse_args(argv)
     profile = SMOKE if args.smoke else FULL
@@ -236,6 +247,15 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps({"profile": profile.name, "machine": machine(), **found}, indent=2) + "\n"
         )
         print(compare_table(found))
+        return 0
+    if args.round_trips is not None:
+        work = Path(tempfile.mkdtemp(prefix="bake-bench-"))
+        (work / "logs").mkdir()
+        found = bench_round_trips(work, work / "logs", args.round_trips or None)
+        shutil.rmtree(work)
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"machine": machine(), **found}, indent=2) + "\n")
+        print(round_trips_table(found))
         return 0
     alone = {"pull": args.pull, "layers": args.layers, "hub-units": args.hub_units}
     layers_only = next((name for name, on in alone.items() if on), "")
