@@ -45,17 +45,13 @@ from bake.asset import Asset
 from bake.errors import BuildError, ManifestError, UsageError
 from bake.hashes import sha256_file
 from bake.hub import layout as hub_layout
-from bake.manifest import as_manifest
-from bake.units import MIB
+from bake.manifest import HUB_FILE_THRESHOLD, as_manifest
 
 ROOT = "opt/bake/assets"
 UNIT_PREFIX = "unit-"
 # A unit tag is unit-<name>-<64 hex>, and a tag holds at most 128 characters.
 MAX_NAME = 128 - len(UNIT_PREFIX) - 1 - 64
 UNIT_TAG = re.compile(rf"{UNIT_PREFIX}(?P<name>[A-Za-z0-9_.-]+)-(?P<key>[0-9a-f]{{64}})")
-# A Hub file this large or larger is a unit of its own (docs/building.md: what a layer costs an
-# agent, against the bytes a bump re-ships; the manifest's [units] hub_file_threshold overrides it).
-HUB_FILE_THRESHOLD = 16 * MIB
 # An image of at most this many layers runs a container on overlay2, the Docker engine's storage driver:
 # measured on this engine (26.1.5), 127 run and 128 fail "max depth exceeded", since a container
 # stacks two layers of its own on the image's (BuildKit still builds 129). The base's layers count.
@@ -127,7 +123,7 @@ def units_of(assets: Iterable[Asset]) -> tuple[Unit, ...]:
     unit. The small units that a bump changes come last, so an agent on the classic image store,
     which pulls again every layer above a changed one, pulls no large file again for a bump."""
     manifest = as_manifest(assets)
-    threshold = manifest.hub_file_threshold or HUB_FILE_THRESHOLD
+    threshold = manifest.hub_file_threshold
     members: dict[str, dict[str, dict]] = {}
     repositories: dict[str, dict[str, dict]] = {}
     by_content: dict[str, str] = {}  # a Hub file's unit -> the sha256 it holds

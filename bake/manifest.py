@@ -21,6 +21,7 @@ from bake.hub.entry import HubEntry
 from bake.paths import check_path, parents
 from bake.text import escape, has_control
 from bake.tomlkeys import expect_mapping, refuse_unknown_keys
+from bake.units import MIB
 from bake.urls import check_url
 
 DEFAULT_MANIFEST = "docker/assets.toml"
@@ -28,6 +29,9 @@ DEFAULT_MANIFEST = "docker/assets.toml"
 _ALLOWED_KEYS = {"name", "path", "sha256", "urls", "size", "groups", "layer"}
 # The ``[units]`` table: how the selection is cut into units (bake.layers), never what is baked.
 _UNITS_KEYS = {"hub_file_threshold"}
+# A Hub file this large or larger is a unit, a layer, of its own (bake.layers; docs/building.md has
+# the measurement it came from: what one more layer costs an agent, against the bytes a bump re-ships).
+HUB_FILE_THRESHOLD = 16 * MIB
 _REQUIRED_KEYS = ("name", "path", "sha256", "urls")
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -66,16 +70,15 @@ class Manifest:
     assets: tuple[Asset, ...]
     declared: tuple[consumers.Consumer, ...] = ()
     hub_entries: tuple[HubEntry, ...] = ()
-    # ``[units] hub_file_threshold``: a Hub file this large or larger is a unit of its own; None
-    # when the manifest leaves it to bake.layers' default.
-    hub_file_threshold: int | None = None
+    # ``[units] hub_file_threshold``: a Hub file this large or larger is a unit of its own.
+    hub_file_threshold: int = HUB_FILE_THRESHOLD
 
     @classmethod
     def of(
         cls,
         assets: Iterable[Asset],
         declared: Iterable[consumers.Consumer] = (),
-        hub_file_threshold: int | None = None,
+        hub_file_threshold: int = HUB_FILE_THRESHOLD,
     ) -> Manifest:
         """Return the manifest of ``assets``, with the Hub entries every blob of which is among them."""
         assets = tuple(assets)
@@ -292,14 +295,14 @@ def parse_manifest(
     return Manifest.of(assets, declared, threshold)
 
 
-def _units_table(raw: object, source: str) -> int | None:
-    """The ``[units]`` table's ``hub_file_threshold`` (bytes), or None when it is absent."""
+def _units_table(raw: object, source: str) -> int:
+    """The ``[units]`` table's ``hub_file_threshold`` in bytes (HUB_FILE_THRESHOLD when absent)."""
     if raw is None:
-        return None
+        return HUB_FILE_THRESHOLD
     where = f"{source}: [units]"
     refuse_unknown_keys(expect_mapping(raw, where), _UNITS_KEYS, where)
-    threshold = raw.get("hub_file_threshold")
-    if threshold is not None and (type(threshold) is not int or threshold < 1):
+    threshold = raw.get("hub_file_threshold", HUB_FILE_THRESHOLD)
+    if type(threshold) is not int or threshold < 1:
         raise ManifestError(
             f"{where}: hub_file_threshold must be a size in bytes, a positive integer, got {threshold!r}; "
             "a Hub file this large or larger becomes a unit (a layer) of its own"
@@ -392,7 +395,10 @@ def manifest_digest(assets: Iterable[Asset]) -> str:
     It is computed from the manifest alone (a missing size is ``null``), so a
     build can name the content before fetching anything. Declared consumers
     change what ``seal`` writes, so they are covered too; a manifest without
-    ``[[consumer]]`` keeps the digest it always had.
+    ``[[consumer]]`` keeps the digest it always had. Hub entries are covered, with
+    the ``[units]`` threshold that cuts their files into units (the index and the
+    whole image bear this digest in their tags); a manifest without ``[[hub]]``
+    keeps its digest whatever the threshold.
     """
     manifest = as_manifest(assets)
     entries = sorted(
@@ -402,7 +408,9 @@ def manifest_digest(assets: Iterable[Asset]) -> str:
     declared = sorted((c.declaration() for c in manifest.declared), key=lambda d: d["name"])
     hub = hub_schema.digest_records(manifest.hub_entries)
     extras = {"consumers": declared} if declared else {}
-    extras |= {"hub": hub} if hub else {}
+    # A Hub entry's files are cut into units by the threshold, so the threshold is part of what the
+    # index and whole images under this digest hold.
+    extras |= {"hub": hub, "units": {"hub_file_threshold": manifest.hub_file_threshold}} if hub else {}
     doc = {"assets": entries, **extras} if extras else entries
     canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
