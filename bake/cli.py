@@ -606,9 +606,9 @@ def cmd_manifest(args: argparse.Namespace) -> int:
         }
         print(json.dumps(doc, indent=2))
         return 0
-    warning = layers.check_layer_budget(layers.units_of(assets))  # refuses what no image could run
-    if warning:
-        log.warning("%s", warning)
+    _, packed = layers.fit_budget(layers.units_of(assets))  # past the budget: what publish packs
+    if packed:
+        log.warning("warning: %s", packed)
     table = assets.consumers()
     findings = consumers.check_manifest(assets, table)
     builtins = ", ".join(c.name for c in table if c.builtin)

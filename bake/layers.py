@@ -42,10 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bake.asset import Asset
-from bake.errors import BuildError, ManifestError, UsageError
+from bake.errors import BuildError, ManifestError
 from bake.hashes import sha256_file
 from bake.hub import layout as hub_layout
 from bake.manifest import HUB_FILE_THRESHOLD, as_manifest
+from bake.units import shown_size
 
 ROOT = "opt/bake/assets"
 UNIT_PREFIX = "unit-"
@@ -56,10 +57,10 @@ UNIT_TAG = re.compile(rf"{UNIT_PREFIX}(?P<name>[A-Za-z0-9_.-]+)-(?P<key>[0-9a-f]
 # measured on this engine (26.1.5), 127 run and 128 fail "max depth exceeded", since a container
 # stacks two layers of its own on the image's (BuildKit still builds 129). The base's layers count.
 ENGINE_LAYERS = 127
-# The layers a selection may make before bake warns: half of ENGINE_LAYERS, so the base image (a
-# ROCm image has dozens) and the image's own steps keep the other half.
+# The layers a selection's block makes at most: half of ENGINE_LAYERS, so the base image (a ROCm
+# image has dozens) and the image's own steps keep the other half. Past it, bake packs (fit_budget).
 LAYER_BUDGET = 64
-# The unit the smallest units become, together, when a selection makes more layers than its budget.
+# The unit the smallest units become, together, when a selection makes more layers than the budget.
 PACK = "pack"
 # Store a layer uncompressed when a sample compresses to more than this share of its size.
 STORE_ABOVE = 0.95
@@ -189,16 +190,17 @@ def packed(units: Sequence[Unit], budget: int) -> tuple[tuple[Unit, ...], tuple[
     return (*left, pack), tuple(chosen)
 
 
-def check_layer_budget(units: Sequence[Unit]) -> str | None:
-    """Return a warning when ``units`` make more than LAYER_BUDGET layers; None when they fit.
-
-    Raises UsageError when they make more than ENGINE_LAYERS less one (the least a base adds), so
-    that no image holding them could run: ``manifest check``, ``publish`` and ``pin`` say so before
-    anything is built, not the engine at build or run time ("max depth exceeded").
+def fit_budget(units: Sequence[Unit]) -> tuple[tuple[Unit, ...], str | None]:
+    """Return the block of ``units``: themselves when they make at most LAYER_BUDGET layers
+    (layer_count), else with the smallest packed into one (``packed``); and what was packed, to say
+    (None when nothing was). ``manifest check``, ``publish`` and ``pin`` all take this block, so a
+    selection never makes more layers than the budget, which leaves the base its room.
     """
-    count = layer_count(units)
-    if count <= LAYER_BUDGET:
-        return None
+    block, chosen = packed(units, LAYER_BUDGET)
+    if not chosen:
+        return block, None
+    sizes = [u.size for u in chosen]
+    carried = "of unknown size" if None in sizes else shown_size(sum(s or 0 for s in sizes))
     singles = [u.paths[0].partition("/")[0] for u in units if u.name.startswith("asset.")]
     top = max(set(singles), key=singles.count, default=None)
     hint = (
@@ -206,17 +208,15 @@ def check_layer_budget(units: Sequence[Unit]) -> str | None:
         if top is not None and singles.count(top) > 1
         else ""
     )
-    what = (
-        f"the selection makes {count} image layers ({len(units)} units and the index); an image runs on "
-        f"at most {ENGINE_LAYERS} layers under overlay2, the base image's own included"
+    note = (
+        f"the selection makes {layer_count(units)} image layers ({len(units)} units and the index), and "
+        f"bake keeps to {LAYER_BUDGET} so the base image keeps room (an image runs on at most "
+        f"{ENGINE_LAYERS} under overlay2): the {len(chosen)} smallest units ({carried}) are packed into "
+        f"one, {PACK}, which a change to any of them ships whole; to choose the groups yourself, give "
+        f'small assets that change together layer = "NAME"{hint}, or select fewer with --group '
+        '(docs/building.md, "Layer limits")'
     )
-    todo = (
-        f'give small assets that change together one unit with layer = "NAME" in their [[asset]] '
-        f'tables{hint}, or select fewer with --group (docs/building.md, "Layer limits")'
-    )
-    if count > ENGINE_LAYERS - 1:
-        raise UsageError(f"{what}, so no image holding them could run: {todo}")
-    return f"warning: {what}, and bake keeps to {LAYER_BUDGET} to leave the base room: {todo}"
+    return block, note
 
 
 @dataclass(frozen=True)
