@@ -191,6 +191,9 @@ def test_a_hub_bump_moves_only_the_repositorys_own_unit_and_a_shared_file_moves_
     for store, rows in hub["shared"]["pulls"].items():
         assert hub["weights_bytes"] <= rows[0]["asset_bytes"] <= 1.05 * hub["weights_bytes"], (store, rows)
     assert len(hub["shared"]["new_blobs_of_its_size"]) == 2  # the unit's blob, and the built image's copy
+    many = hub["many"]
+    assert many["files"] == 200 and many["block_layers"] == many["budget"] == many["units"] + 1
+    assert many["ran"] == {"classic": True, "containerd": True}
     for row in hub["layer_cost"]["stores"].values():
         assert row["bytes_per_second"] > 0 and all(len(runs) == 1 for runs in row["runs"].values())
 
