@@ -10,10 +10,8 @@ download; where vLLM's classes fetch a file from, bake's harvest and manifest ch
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,11 +19,11 @@ import pytest
 
 from bake import consumers, vllm_assets
 from bake.manifest import load_manifest, parse_manifest
-from tests.assets import VLLM_BUCKET, VLLM_RELEASE, vllm_release
+from tests.assets import VLLM_BUCKET, VLLM_RELEASE
 from tests.mirror import Mirror
 from tests.runners import REPO, bake
 from tests.serve import sealed
-from tests.vllm_site import make_site
+from tests.vllm_site import make_site, probe, released
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -43,16 +41,13 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def release() -> Path:
     """vLLM 0.34.0's released files (downloaded once into .work/vllm)."""
-    try:
-        return vllm_release()
-    except subprocess.CalledProcessError as exc:
-        pytest.fail(f"pip could not fetch vllm=={VLLM_RELEASE} ({exc}); the vLLM rule tests need it")
+    return released()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def site(release: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_site(tmp_path_factory.mktemp("vllm-site"))
 
@@ -64,21 +59,6 @@ def installed(release: Path, monkeypatch: pytest.MonkeyPatch) -> vllm_assets.Ins
     found = vllm_assets.installed()
     assert found is not None and found.version == VLLM_RELEASE
     return found
-
-
-def probe(site: Path, env: dict[str, str], cwd: Path, *specs: str) -> dict:
-    """Run vLLM's own asset code (tests.vllm_site.PROBE) in ``env`` from ``cwd``; return its report."""
-    proc = subprocess.run(
-        [sys.executable, str(site / "vllm_probe.py"), *specs],
-        env={**env, "PYTHONPATH": str(site)},
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
 
 
 def vllm_env(release: Path, **env: str) -> dict[str, str]:

@@ -11,10 +11,15 @@ vLLM's own functions and prints one JSON report; a test fails when its ``downloa
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.assets import VLLM_RULE_FILES, vllm_release
+import pytest
+
+from tests.assets import VLLM_RELEASE, VLLM_RULE_FILES, vllm_release
 
 # A loader the probe never calls: the asset classes import it, get_vllm_public_assets does not need it.
 _UNUSED = "\n\ndef {}(*args, **kwargs):\n    raise RuntimeError('a stand-in: bake tests never load assets')\n"
@@ -82,9 +87,17 @@ print(json.dumps(report))
 """
 
 
+def released() -> Path:
+    """The released files (``tests.assets.vllm_release``); fails the test when pip cannot fetch them."""
+    try:
+        return vllm_release()
+    except subprocess.CalledProcessError as exc:
+        pytest.fail(f"pip could not fetch vllm=={VLLM_RELEASE} ({exc}); the vLLM asset tests need it")
+
+
 def make_site(target: Path) -> Path:
     """Lay out the released files, the stand-ins and ``vllm_probe.py`` under ``target``; return it."""
-    release = vllm_release()
+    release = released()
     for name in VLLM_RULE_FILES:
         if name.startswith("vllm/"):
             (target / name).parent.mkdir(parents=True, exist_ok=True)
@@ -94,3 +107,18 @@ def make_site(target: Path) -> Path:
         (target / name).write_text(text)
     (target / "vllm_probe.py").write_text(PROBE)
     return target
+
+
+def probe(site: Path, env: dict[str, str], cwd: Path, *specs: str) -> dict:
+    """Run vLLM's own asset code (PROBE) from ``site`` in ``env`` from ``cwd``; return its report."""
+    proc = subprocess.run(
+        [sys.executable, str(site / "vllm_probe.py"), *specs],
+        env={**env, "PYTHONPATH": str(site)},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
