@@ -316,6 +316,25 @@ def test_doctor_with_vllm_installed_looks_where_vllm_really_looks(
     assert f"looks at {REPO}/~/assets/vllm_public_assets/stop_sign.jpg" in by_rule.stdout
 
 
+def test_doctor_falls_back_to_the_rule_when_vllms_envs_fails(tmp_path: Path, baked: Path) -> None:
+    """An installed vLLM whose envs.py cannot run: doctor says so on each line and checks the rule."""
+    package = tmp_path / "broken" / "vllm"
+    (package / "assets").mkdir(parents=True)
+    (package / "envs.py").write_text("raise ImportError('no module named torch')\n")
+    (package / "assets" / "base.py").write_text("")
+    xdg = tmp_path / "xdg"
+    serve_at(xdg / "vllm/assets/vllm_public_assets", baked)
+    result = bake(
+        "doctor", "--assets", baked,
+        env={"PYTHONPATH": f"{package.parent}{os.pathsep}{REPO}", "XDG_CACHE_HOME": str(xdg)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [line for line in result.stdout.splitlines() if "  vllm  " in line]
+    assert len(lines) == 2
+    assert all("vLLM's own envs.py could not say where it looks" in line for line in lines)
+    assert all("ImportError: no module named torch: checked by its rule" in line for line in lines)
+
+
 def test_doctor_says_vllm_would_read_other_bytes(tmp_path: Path, baked: Path, release: Path) -> None:
     cache = tmp_path / "assets" / "vllm_public_assets"
     serve_at(cache, baked)
