@@ -33,6 +33,7 @@ LOCATIONS = {
     "XDG_CACHE_HOME": ("/job/xdg", "s3tokenizer"),
     "TIKTOKEN_RS_CACHE_DIR": ("/job/rs", ""),
     "TIKTOKEN_CACHE_DIR": ("/job/gym", ""),
+    "VLLM_ASSETS_CACHE": ("/job/vllm-assets", "vllm_public_assets"),  # vLLM's public test assets
 }
 
 
