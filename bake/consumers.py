@@ -4,7 +4,8 @@ A consumer owns the assets under ``<name>/``. Its entry says how those paths
 are named, which alias links ``seal`` makes beside them, where the library
 looks (``bake.locations``), how ``manifest check`` reads the library's own
 URL/hash table and how ``doctor`` checks a job. The built-ins are s3tokenizer,
-the tiktoken family and the Hugging Face Hub; a manifest declares more with ``[[consumer]]``.
+the tiktoken family, the Hugging Face Hub and vLLM's public test assets; a manifest declares more
+with ``[[consumer]]``.
 Everything else in bake (manifest rules, seal, verify, doctor, manifest check,
 ``bake add``) and, through ``bake.serve``, the entrypoint reads this table.
 """
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from bake import servefile
+from bake import servefile, vllm_assets
 from bake.errors import ManifestError
 from bake.hashes import sha256_file
 from bake.hub import layout
@@ -127,6 +128,9 @@ class Consumer:
     # The library's own "never download" switches, (VAR, VALUE) with VALUE a word or @PATH in the asset
     # root: seal writes them to bake.offline, the entrypoint exports them under BAKE_OFFLINE=1.
     offline: tuple[tuple[str, str], ...] = ()
+    # An entry `bake add` or `bake harvest` names keeps its file's suffix (vLLM's stop_sign.jpg and
+    # stop_sign.pt are two assets); else the name is the file's stem (a model's name).
+    names_keep_suffix = False
 
     def __init__(self, name: str, locations: Sequence[Location]) -> None:
         self.name = name
@@ -153,6 +157,14 @@ class Consumer:
     def known_urls(self) -> tuple[str, ...]:
         """The URLs the installed library's own table downloads from (``bake harvest`` names files so)."""
         return ()
+
+    def url_for_cached(self, name: str) -> str | None:
+        """The URL the installed library itself would have fetched the cached file ``name`` from, or None."""
+        return None
+
+    def why_unnamed(self, name: str) -> str | None:
+        """Why no URL names the cached file ``name``, where the consumer can say more than harvest can."""
+        return None
 
     def aliases(self, assets: Iterable[AssetLike]) -> dict[str, str]:
         """Map alias link paths (relative to the asset root) to their relative targets."""
@@ -508,7 +520,135 @@ def _hub_ref_finding(baked: Path, lookup: Path, name: str) -> Finding:
 
 # The client the Hub's doctor speaks for, in its findings.
 HUB_CLIENT = "huggingface_hub"
-BUILTINS: tuple[Consumer, ...] = (S3Tokenizer(), Tiktoken(), Hub())
+# vLLM's envs.py: $VLLM_ASSETS_CACHE, else ${XDG_CACHE_HOME:-$HOME/.cache}/vllm/assets; its
+# base.py reads vllm_public_assets/<file> below that. In bake.serve the fallback is a loc of its own.
+VLLM_ASSETS_CACHE = Location(
+    "VLLM_ASSETS_CACHE",
+    vllm_assets.DIRECTORY,
+    fallback=Location("XDG_CACHE_HOME", "vllm/assets", "$HOME/.cache"),
+)
+
+
+class VllmAssets(Consumer):
+    """vLLM's public test assets: ``get_vllm_public_assets`` reads ``vllm_public_assets/<file>`` under
+    ``VLLM_ASSETS_CACHE``, the bucket prefix (one per asset class) dropped from the name.
+
+    The rule is data here; where vLLM is installed, ``bake.vllm_assets`` reads what that vLLM does
+    (its classes' prefixes for ``manifest check`` and ``harvest``, its envs.py for ``doctor``).
+    vLLM checks no hash: any file at the name is used, so a wrong one is read, never re-fetched.
+    """
+
+    builtin = True
+    libraries = ("vllm",)
+    chain_ids = {"XDG_CACHE_HOME": f"{vllm_assets.DIRECTORY}.xdg"}
+    names_keep_suffix = True
+
+    def __init__(self) -> None:
+        super().__init__(vllm_assets.DIRECTORY, [VLLM_ASSETS_CACHE])
+
+    def check_path(self, asset: AssetLike, where: str) -> None:
+        name = self.name_in_location(asset.path)
+        leaf = name.rsplit("/", 1)[-1]
+        if "/" in name:
+            raise ManifestError(
+                f"{where}: path {asset.path!r} is not where vLLM looks: get_vllm_public_assets drops the "
+                f"bucket prefix and reads {self.prefix}{leaf}; write path = {self.prefix + leaf!r}"
+            )
+        for url in asset.urls:
+            found = vllm_assets.bucket_file(url)
+            if found and found[1] != name:
+                raise ManifestError(
+                    f"{where}: path {asset.path!r} is not where vLLM keeps {url}: it caches that file as "
+                    f"{self.prefix}{found[1]}; write path = {self.prefix + found[1]!r}, or list that "
+                    f"file's own url"
+                )
+
+    def path_for_url(self, url: str) -> str | None:
+        found = vllm_assets.bucket_file(url)
+        return f"{self.prefix}{found[1]}" if found else None
+
+    def url_for_cached(self, name: str) -> str | None:
+        lib = vllm_assets.installed()
+        classes = lib.classes_for(name) if lib else []
+        return lib.url(classes[0], name) if lib and len(classes) == 1 else None
+
+    def why_unnamed(self, name: str) -> str | None:
+        lib = vllm_assets.installed()
+        if lib is None:
+            prefixes = " or ".join(f"{p}/" for p in vllm_assets.RULE_PREFIXES)
+            return (
+                f"vllm is not installed here, so its asset classes cannot say under which bucket prefix "
+                f"({prefixes}) {name} was fetched, and no manifest entry lists it; pin it with `bake add "
+                f"{vllm_assets.BUCKET}/<prefix>/{name}`, or harvest where vLLM is installed"
+            )
+        classes = lib.classes_for(name)
+        seen = " and ".join(c.name for c in classes) + " all ask for it" if classes else "none asks for it"
+        return (
+            f"vLLM {lib.version}'s asset classes ({lib.describe()}): {seen}, and no manifest entry lists it; "
+            f"pin it with `bake add URL --path {self.prefix}{name}`"
+        )
+
+    def check_entry(self, asset: AssetLike) -> Finding | None:
+        lib = vllm_assets.installed()
+        if lib is None:
+            return None
+        name = self.name_in_location(asset.path)
+        classes = lib.classes_for(name)
+        if len(classes) != 1:
+            both = " and ".join(c.name for c in classes)
+            seen = f"{both} all ask for {name}" if classes else "no class does"
+            return Finding(
+                "vllm", asset.name, False,
+                f"vLLM {lib.version} would never read {name} as one asset: its classes ask for "
+                f"{lib.describe()}; {seen}",
+            )  # fmt: skip
+        url = lib.url(classes[0], name)
+        if url not in asset.urls:
+            return Finding(
+                "vllm", asset.name, False,
+                f"vLLM {lib.version} ({classes[0].name}) downloads {name} from {url}, which the manifest "
+                "does not list",
+            )  # fmt: skip
+        return Finding("vllm", asset.name, True, f"matches {classes[0].name} ({url})")
+
+    def doctor(self, root: Path, files: Sequence[BakedFile], environ: Mapping[str, str]) -> list[Finding]:
+        """Does vLLM find each baked file where it looks? Where vLLM is installed its own envs.py says
+        where; elsewhere the rule does, and the findings say so."""
+        lib = vllm_assets.installed()
+        how = "" if lib else " (vLLM is not installed here: checked by its rule)"
+        where = self.locations[0].resolve(environ)
+        if lib is not None:
+            try:
+                where = lib.cache_dir(environ) / lib.directory
+            except vllm_assets.VllmCodeError as exc:
+                how = f" (vLLM's own envs.py could not say where it looks, {exc}: checked by its rule)"
+        findings = []
+        for f in files:
+            ok, detail = _vllm_lookup(Path(where) / self.name_in_location(f.path), root / f.path, f.sha256)
+            findings.append(Finding("vllm", f.path, ok, detail + how))
+        return findings
+
+
+def _vllm_lookup(lookup: Path, baked: Path, sha256: str) -> tuple[bool, str]:
+    """vLLM's own test is ``exists()``, with no hash: nothing there (or a dangling link) is a download,
+    other bytes there are read as they are."""
+    if not lookup.exists():
+        seen = "a dangling link" if lookup.is_symlink() else "nothing"
+        return False, f"looks at {lookup}, finds {seen}; it would download it"
+    if lookup.resolve() == baked.resolve():
+        return True, f"{lookup} is served"
+    if not lookup.is_file():
+        return False, f"{lookup} is not a file, yet vLLM would read it; remove it and rerun the entrypoint"
+    actual = sha256_file(lookup)
+    if actual != sha256:
+        return False, (
+            f"{lookup} has sha256 {actual}, expected {sha256}; vLLM checks no hash and would read it: "
+            "remove it and rerun the entrypoint, which serves the baked file"
+        )
+    return True, f"{lookup} is served"
+
+
+BUILTINS: tuple[Consumer, ...] = (S3Tokenizer(), Tiktoken(), Hub(), VllmAssets())
 
 
 def parse_consumer(raw: object, index: int) -> Consumer:

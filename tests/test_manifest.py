@@ -263,8 +263,9 @@ def test_declared_consumer_owns_nested_paths() -> None:
         "s3tokenizer",
         "tiktoken",
         "hub",
+        "vllm_public_assets",
         "nltk",
-    ]  # the Hub is a built-in entry
+    ]  # the Hub and vLLM's public assets are built-in entries
     owner = [c for c in assets.consumers() if c.owns(assets[0].path)]
     assert [c.name for c in owner] == ["nltk"]
 

@@ -46,7 +46,12 @@ LAYERS = {
         "bake.offline",
     ],
     "the Hub's table and cache layout": ["bake.hub.schema", "bake.hub.layout", "bake.hub.scan"],
-    "the manifest and the consumer table": ["bake.locations", "bake.consumers", "bake.manifest"],
+    "the manifest and the consumer table": [
+        "bake.locations",
+        "bake.vllm_assets",
+        "bake.consumers",
+        "bake.manifest",
+    ],
     "the cache and the fetch engine": [
         "bake.cache",
         "bake.fetch.options",

@@ -15,7 +15,8 @@ Everything else is a ``NotPinned`` with its reason: a file no known URL names (a
 consumer's have none: the ``bake add`` line to run is given), a partial download, bytes that
 do not match their name, a bad ref. Nothing outside the DIRs is read: links are judged by their
 text and never followed, except the entrypoint's links into the baked assets, which are bake's
-own and skipped.
+own and skipped. Under ``--diff ROOT`` a file no URL names that is a copy of ROOT's file at its
+path (the entrypoint seeds such copies into node storage) counts as that baked file.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import hashlib
 import logging
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bake import consumers
@@ -182,30 +183,49 @@ def _checked(path: str, expected: str | None, found: Found, mismatch: str) -> st
     return actual
 
 
+def _copy_of(path: str, sha256: str | None) -> bool:
+    """Is the file at ``path`` (read as a regular file, never through a link) ``sha256``'s bytes?"""
+    try:
+        return sha256 is not None and _sha256_of(path) == sha256
+    except (OSError, ValueError):
+        return False
+
+
 def scan_consumer(
-    directory: str, consumer: consumers.Consumer, known: dict[str, str], served: str, found: Found
+    directory: str,
+    consumer: consumers.Consumer,
+    known: dict[str, str],
+    served: str,
+    found: Found,
+    baked: Mapping[str, str] | None = None,
 ) -> None:
-    """Pin each file of a consumer's directory that a known URL names, its bytes as its library expects."""
+    """Pin each file of a consumer's directory that a known URL names, its bytes as its library expects.
+
+    ``baked`` (path -> sha256 of a sealed root's files): a file no URL names that is a copy of the
+    root's file at its path is that baked file, not a problem.
+    """
     from bake.add import derive_name  # the name `bake add` gives the same URL and path
 
     libraries = ", ".join(consumer.libraries)
     for name, path, size in _files(directory, served, found):
-        url = known.get(name)
+        # The installed library's own naming first (vLLM's asset classes), then the tables and manifest.
+        url = consumer.url_for_cached(name) or known.get(name)
+        if url is None and _copy_of(path, (baked or {}).get(consumer.prefix + name)):
+            continue
         if url is None:
-            found.problems.append(
-                NotPinned(
-                    path,
-                    f"no URL known here gives {consumer.name} this name (asked: the installed {libraries}'s "
-                    "own table, and the manifest's entries); a partial or unknown download; pin it with "
-                    f"`bake add URL --path {consumer.prefix}{name}`",
-                )
+            why = consumer.why_unnamed(name) or (
+                f"no URL known here gives {consumer.name} this name (asked: the installed {libraries}'s "
+                "own table, and the manifest's entries); a partial or unknown download; pin it with "
+                f"`bake add URL --path {consumer.prefix}{name}`"
             )
+            found.problems.append(NotPinned(path, why))
             continue
         asset = Asset("probe", consumer.prefix + name, "0" * 64, (url,), size)
         expected = consumer.library_sha256(asset)
         sha = _checked(path, expected, found, f"not the sha256 {libraries} expects for {url}:")
         if sha is not None:
-            found.assets.append(Asset(derive_name(url, asset.path), asset.path, sha, (url,), size))
+            named = derive_name(url, asset.path, keep_suffix=consumer.names_keep_suffix)
+            found.assets.append(Asset(named, asset.path, sha, (url,), size))
 
 
 def scan_declared(directory: str, consumer: consumers.Consumer, served: str, found: Found) -> None:
@@ -247,9 +267,15 @@ def _scan_hub(path: str, served: str, found: Found) -> None:
         found.commits += [] if bad else [commit]
 
 
-def scan(dirs: Sequence[str], table: Sequence[consumers.Consumer], manifest_urls: Sequence[str]) -> Found:
+def scan(
+    dirs: Sequence[str],
+    table: Sequence[consumers.Consumer],
+    manifest_urls: Sequence[str],
+    baked: Mapping[str, str] | None = None,
+) -> Found:
     """Read every cache under ``dirs`` for the consumers of ``table``; ``manifest_urls`` are the URLs the
-    manifest lists, which name cached files too. Raises FetchError (exit 3) when a DIR cannot be read."""
+    manifest lists, which name cached files too; ``baked`` is a sealed root's lock (``--diff``), whose
+    files' copies count as those files. Raises FetchError (exit 3) when a DIR cannot be read."""
     for top in dirs:
         try:
             os.scandir(top).close()
@@ -269,7 +295,7 @@ def scan(dirs: Sequence[str], table: Sequence[consumers.Consumer], manifest_urls
             if isinstance(consumer, consumers.Hub):
                 _scan_hub(path, served, found)
             elif consumer.builtin:
-                scan_consumer(path, consumer, known[consumer.name], served, found)
+                scan_consumer(path, consumer, known[consumer.name], served, found, baked)
             else:
                 scan_declared(path, consumer, served, found)
         except OSError as exc:

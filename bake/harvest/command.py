@@ -55,9 +55,12 @@ def cmd_harvest(args: argparse.Namespace) -> int:
     path = _manifest_path(args)
     existing = pin.read_existing(path)[1] if args.diff is None or path.is_file() else manifest.Manifest(())
     urls = [u for a in existing if a.hub is None for u in a.urls]
-    found = caches.scan(args.dirs, consumers.table(existing.declared), urls)
+    table = consumers.table(existing.declared)
     if args.diff is not None:
-        lacking = diff.missing(found, args.diff)
+        locked, links = diff.read_root(args.diff)
+        # A cached copy of a file ROOT bakes (one the entrypoint seeded) is that file, named or not.
+        found = caches.scan(args.dirs, table, urls, baked=locked)
+        lacking = diff.missing(found, locked, links)
         plan = pin.make_plan(lacking, [], args.group)
         _report(plan.problems + lacking.problems)
         if plan.empty:
@@ -68,6 +71,7 @@ def cmd_harvest(args: argparse.Namespace) -> int:
         else:
             print(pin.new_text("", plan), end="")
         return 1 if not plan.empty or plan.problems or lacking.problems else 0
+    found = caches.scan(args.dirs, table, urls)
     plan = pin.harvest_into(path, found, args.group)
     for a in plan.assets:
         print(f"bake: added {a.name} ({a.path}, {a.size} bytes, sha256 {a.sha256}) to {path}")

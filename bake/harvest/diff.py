@@ -94,14 +94,19 @@ def _root_problem(root: str) -> str | None:
     return f"{what}, and no image reference ({problem})" if problem else None
 
 
-def missing(found: Found, root: str) -> Found:
-    """Return what ``found`` holds that ROOT does not bake (its problems carried along)."""
+def read_root(root: str) -> tuple[dict[str, str], dict[str, str]]:
+    """What ROOT (a sealed directory, or an image) bakes: (path -> sha256 of every locked file, Hub
+    snapshot name -> the blob path it links to). Raises UsageError or FetchError."""
     problem = _root_problem(root)
     if problem:
         raise UsageError(f"--diff {root}: {problem}; give a sealed asset root that exists, or an image")
     with tempfile.TemporaryDirectory(prefix="bake-harvest-") as scratch:
         path = Path(root) if Path(root).is_dir() else _image_root(root, Path(scratch))
-        locked, links = _baked(path)
+        return _baked(path)
+
+
+def missing(found: Found, locked: dict[str, str], links: dict[str, str]) -> Found:
+    """Return what ``found`` holds that a root (``read_root``) does not bake, its problems carried along."""
     lacking = Found(problems=list(found.problems))
     lacking.assets = [a for a in found.assets if locked.get(a.path) != a.sha256]
     for c in found.commits:
