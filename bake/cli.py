@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bake import __version__, index, manifest, seal, verify
+from bake import __version__, index, manifest, seal, usage, verify
 from bake.errors import BakeError, FetchError, ManifestError, UsageError
 from bake.fetch import FetchOptions
 from bake.fetch.clock import DEADLINE_RULE
@@ -95,6 +95,7 @@ class _Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", usage.HelpFormatter)
         super().__init__(*args, **kwargs)
         self._tokens: list[str] = []
 
@@ -126,11 +127,15 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         parser = self._parsed_by()
         misspelt = parser._misspelt()
+        if " not allowed with argument " in message:
+            # Two options that exclude each other (-q and -v): argparse stops there, before any
+            # command read its own options, so nothing else on the line can be judged.
+            misspelt = []
         if choice := _INVALID_CHOICE.search(message):
             # A misspelt command (or action): the closest one, as git and pip suggest it.
             word, choices = choice.group(1), re.findall(r"[\w-]+", choice.group(2))
             close = difflib.get_close_matches(word, choices, n=1)
-            kind = "command" if re.match(r"argument \w*command:", message) else "choice"
+            kind = "command" if re.match(r"argument (COMMAND|ACTION):", message) else "choice"
             message = f"unknown {kind} {word!r}" + (
                 f" (did you mean {close[0]}?)" if close else f"; expected one of {', '.join(choices)}"
             )
@@ -144,6 +149,9 @@ class _Parser(argparse.ArgumentParser):
 def _add_group(p: argparse.ArgumentParser, help_text: str) -> None:
     """``--group G``, repeatable: every command that selects or writes groups takes it alike."""
     p.add_argument("--group", action="append", default=[], metavar="G", help=help_text)
+
+
+_SELECT_HELP = "select assets in group G plus shared assets; repeatable; default every asset"
 
 
 MANIFEST_DEFAULT_RULE = f"$BAKE_MANIFEST, else {manifest.DEFAULT_MANIFEST}"
@@ -176,7 +184,7 @@ def _add_selection(p: argparse.ArgumentParser, *, default_manifest: bool = False
         default=_default_manifest() if default_manifest else None,
         help=f"asset manifest (TOML); default {MANIFEST_DEFAULT_RULE}",
     )
-    _add_group(p, "select assets in group G plus shared assets; repeatable")
+    _add_group(p, _SELECT_HELP)
     p.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
 
 
@@ -194,7 +202,7 @@ def _add_fetch_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="PREFIX=REPLACEMENT",
-        help="rewrite URLs; tried before the original; repeatable; also BAKE_MIRRORS",
+        help="rewrite URLs; tried before the original; repeatable; also BAKE_MIRRORS; default none",
     )
     p.add_argument("--no-origin", action="store_true", help="try only rewritten URLs")
     p.add_argument("--cache-dir", type=Path, help="download cache; default ${XDG_CACHE_HOME:-~/.cache}/bake")
@@ -222,7 +230,9 @@ def _add_fetch_options(p: argparse.ArgumentParser) -> None:
         type=_bytes,
         default=defaults.min_free,
         metavar="SIZE",
-        help=f"such a file stops before its filesystem has less than SIZE free (default {MIN_FREE_RULE})",
+        # argparse formats help with %: the rule's "5%" must reach it as "5%%".
+        help="such a file stops before its filesystem has less than SIZE free "
+        f"(default {MIN_FREE_RULE.replace('%', '%%')})",
     )
 
 
@@ -233,9 +243,7 @@ def _add_fetch_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dest", required=True, type=Path, help="directory that receives the assets")
     _add_fetch_options(p)
     _add_fetch_limit(p, "--jobs", _positive_int, "assets fetched at once")
-    p.add_argument(
-        "--json", type=Path, metavar="REPORT", help="write a per-asset report here (-: stdout), failures too"
-    )
+    _add_json(p)
 
 
 def _add_add_parser(sub: argparse._SubParsersAction) -> None:
@@ -245,7 +253,9 @@ def _add_add_parser(sub: argparse._SubParsersAction) -> None:
     add.add_argument("--name", help="the entry's name; default from the URL or the consumer's naming rule")
     add.add_argument("--path", help="the entry's path; default from the owning consumer's naming rule")
     add.add_argument(
-        "--sha256", metavar="H", help="the bytes must hash to H, else exit 3 and nothing is written"
+        "--sha256",
+        metavar="H",
+        help="the bytes must hash to H, else exit 3 and nothing is written; default: any bytes, hashed",
     )
     add.add_argument(
         "--size-only", action="store_true", help="fill in the missing size of the existing entry NAME"
@@ -255,7 +265,7 @@ def _add_add_parser(sub: argparse._SubParsersAction) -> None:
         default=_default_manifest(),
         help=f"manifest to edit; default {MANIFEST_DEFAULT_RULE} (started if missing)",
     )
-    _add_group(add, "put the entry in group G; repeatable")
+    _add_group(add, "put the entry in group G; repeatable; default no group (a shared asset)")
     add.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
     _add_fetch_options(add)
     _add_hub_add_options(add)
@@ -270,9 +280,15 @@ def _add_hub_add_options(add: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="P",
-        help="only files matching P (fnmatch); repeatable",
+        help="only files matching P (fnmatch); repeatable; default every file",
     )
-    add.add_argument("--exclude", action="append", default=[], metavar="P", help="skip files matching P")
+    add.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="P",
+        help="skip files matching P (fnmatch); repeatable; default none",
+    )
     add.add_argument("--repo-type", choices=hub_entry.KINDS, help="model (default) or dataset")
     add.add_argument(
         "--downloader",
@@ -282,10 +298,24 @@ def _add_hub_add_options(add: argparse.ArgumentParser) -> None:
 
 
 def _add_verify_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("verify", help="check assets under --dest against the manifest")
+    p = sub.add_parser(
+        "verify",
+        help="check the files under --dest against --manifest, or against D/bake.lock.json",
+        description="Check that every selected file under --dest is present, regular, of its size and "
+        "sha256 (and a sealed tree's links). Without --manifest (or BAKE_MANIFEST) it checks against "
+        "the lock that fetch wrote, D/bake.lock.json; no default manifest applies.",
+    )
     p.set_defaults(run=cmd_verify)
-    _add_selection(p)
-    p.add_argument("--dest", required=True, type=Path)
+    p.add_argument(
+        "--manifest",
+        help="check against this manifest (TOML); default $BAKE_MANIFEST, else the lock D/bake.lock.json",
+    )
+    _add_group(p, "with --manifest: check group G plus shared assets; repeatable; default every asset")
+    p.add_argument(
+        "--allow-http", action="store_true", help="with --manifest: allow its plain http:// non-loopback URLs"
+    )
+    p.add_argument("--dest", required=True, type=Path, metavar="D", help="the directory fetch filled")
+    _add_json(p)
 
 
 def _add_manifest_parser(sub: argparse._SubParsersAction) -> None:
@@ -310,7 +340,7 @@ def _add_seal_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("seal", help="image-build step: add encoding links, make the tree read-only")
     p.set_defaults(run=cmd_seal)
     _add_selection(p, default_manifest=True)
-    p.add_argument("--dest", required=True, type=Path)
+    p.add_argument("--dest", required=True, type=Path, help="the directory fetch filled")
     p.add_argument(
         "--remove-stray",
         action="store_true",
@@ -321,8 +351,15 @@ def _add_seal_parser(sub: argparse._SubParsersAction) -> None:
 def _add_check_context_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check-context", help="refuse real source changes, tolerate mode drift")
     p.set_defaults(run=cmd_check_context)
-    p.add_argument("directory", nargs="?", type=Path, default=Path())
-    p.add_argument("--export", type=Path, metavar="OUT", help="write HEAD's tree, modes normalised, to OUT")
+    p.add_argument(
+        "directory", nargs="?", type=Path, default=Path(), help="the work tree to check (default: .)"
+    )
+    p.add_argument(
+        "--export",
+        type=Path,
+        metavar="OUT",
+        help="write HEAD's tree, modes normalised, to OUT; default: no export",
+    )
     p.add_argument("--strict", action="store_true", help="untracked files fail the check too")
 
 
@@ -334,7 +371,8 @@ def _add_build_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--assets-image",
         metavar="REPO",
-        help="take the asset layer from REPO:<manifest digest>, building and pushing it first if missing",
+        help="take the asset layer from REPO:<manifest digest>, building and pushing it first if missing; "
+        "default: the layer the bake file builds",
     )
     p.add_argument("bake_args", nargs=argparse.REMAINDER, help="passed to docker buildx bake (after --)")
 
@@ -345,7 +383,7 @@ def _add_image_selection(p: argparse.ArgumentParser) -> None:
         "--manifest", help=f"asset manifest (TOML); default {MANIFEST_DEFAULT_RULE}; not with --runtime"
     )
     p.add_argument("--repository", required=True, metavar="REPO", help="the image repository, no tag")
-    _add_group(p, "bake group G plus shared assets; repeatable")
+    _add_group(p, "bake group G plus shared assets; repeatable; default every asset")
     p.add_argument(
         "--runtime", action="store_true", help="bake's runtime image (tini, bake-entrypoint, bake) instead"
     )
@@ -369,12 +407,16 @@ def _add_pin_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=cmd_pin)
     _add_image_selection(p)
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each stale line")
-    p.add_argument("dockerfiles", nargs="+", type=Path, metavar="DOCKERFILE")
+    p.add_argument(
+        "dockerfiles", nargs="+", type=Path, metavar="DOCKERFILE", help="the Dockerfiles to rewrite"
+    )
 
 
 def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cache", help="manage the download cache")
-    cache_sub = p.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
+    cache_sub = p.add_subparsers(
+        dest="cache_command", required=True, parser_class=_Parser, metavar="ACTION", help="one of:"
+    )
     prune = cache_sub.add_parser(
         "prune",
         help="reclaim partials no fetch holds (old, or of unknown size) and entries no manifest names",
@@ -385,7 +427,7 @@ def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         type=Path,
-        help="keep entries this manifest names; repeatable",
+        help="keep entries this manifest names; repeatable; default: keep every finished entry",
     )
     prune.add_argument(
         "--max-age",
@@ -395,7 +437,40 @@ def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
         help="keep resumable partials younger than this for a rerun; by default every partial no "
         "running fetch holds is reclaimed (one of unknown size at any age)",
     )
-    prune.add_argument("--cache-dir", type=Path)
+    prune.add_argument(
+        "--dry-run", action="store_true", help="remove nothing: list what would be removed, and the space"
+    )
+    prune.add_argument(
+        "--cache-dir", type=Path, help="the download cache; default ${XDG_CACHE_HOME:-~/.cache}/bake"
+    )
+
+
+def _add_completion_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "completion",
+        help="print a completion script for bash or zsh, generated from this parser (needs shtab)",
+        description="Print the shell completion script for SHELL. Install it once, for example:\n"
+        "  bake completion bash > ~/.local/share/bash-completion/completions/bake\n"
+        '  bake completion zsh > "${fpath[1]}/_bake"   # a directory on your $fpath',
+    )
+    p.set_defaults(run=cmd_completion)
+    p.add_argument("shell", choices=usage.SHELLS, help="the shell to complete in")
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    print(usage.completion(build_parser(), args.shell), end="")
+    return 0
+
+
+def _add_json(p: argparse.ArgumentParser) -> None:
+    """``--json REPORT``: the command's result as JSON, complete on failure too."""
+    p.add_argument(
+        "--json",
+        type=Path,
+        metavar="REPORT",
+        help="also write the result as JSON (schema: docs/json.md) to REPORT, - for stdout, failures "
+        "too; default: no JSON",
+    )
 
 
 def _add_verbosity(p: argparse.ArgumentParser, default: Any) -> None:
@@ -412,25 +487,26 @@ def _add_verbosity(p: argparse.ArgumentParser, default: Any) -> None:
     )
 
 
-def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
-    """Every (sub)parser below ``parser``, nested ones (``cache prune``) included."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                yield sub
-                yield from _parsers(sub)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser for every ``bake`` command (one entry of COMMANDS each)."""
+    """Return the argument parser for every ``bake`` command (one entry of COMMANDS each).
+
+    Each command's help ends with the variables it reads and its exit codes (EXIT_CODES).
+    """
     parser = _Parser(prog="bake", description="Verified asset layers for ROCm CI images.")
-    parser.add_argument("--version", action="version", version=f"bake {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"bake {__version__}", help="print the version"
+    )
     _add_verbosity(parser, False)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(
+        dest="command", required=True, parser_class=_Parser, metavar="COMMAND", help="one of:"
+    )
     for add_parser in COMMANDS:
         add_parser(sub)
-    for command in _parsers(parser):
-        _add_verbosity(command, argparse.SUPPRESS)
+    parser.epilog = usage.epilog(sorted({c for codes in EXIT_CODES.values() for c in codes}), ())
+    for words, command in usage.parsers(parser):
+        if words:
+            _add_verbosity(command, argparse.SUPPRESS)
+            command.epilog = usage.epilog(EXIT_CODES.get(words[0], (0, 2)), ENVIRONMENT.get(words[0], ()))
     return parser
 
 
@@ -759,7 +835,11 @@ def cmd_cache(args: argparse.Namespace) -> int:
     keep = None
     if args.manifest:
         keep = {a.sha256 for m in args.manifest for a in manifest.load_manifest(m, allow_http=True)}
-    result = cache.prune(args.cache_dir or cache.default_cache_dir(), keep, args.max_age)
+    result = cache.prune(
+        args.cache_dir or cache.default_cache_dir(), keep, args.max_age, dry_run=args.dry_run
+    )
+    for path in result.removed:
+        print(f"{'would remove' if args.dry_run else 'removed'} {escape(str(path))}")
     print(f"bake: {result}")
     return 0
 
@@ -851,7 +931,39 @@ EXIT_CODES: dict[str, tuple[int, ...]] = {
     "publish": (0, 2, 5),
     "pin": (0, 1, 2, 5),
     "cache": (0, 2),
+    "completion": (0, 2),
     "--version": (0,),
+}
+
+# The variables each command reads (usage.VARIABLES says what each does), for its --help.
+_FETCHING = (
+    "BAKE_MANIFEST",
+    "BAKE_MIRRORS",
+    "HTTPS_PROXY",
+    "SSL_CERT_FILE",
+    "HF_TOKEN",
+    "HF_ENDPOINT",
+    "XDG_CACHE_HOME",
+    "HF_HUB_DISABLE_PROGRESS_BARS",
+)
+ENVIRONMENT: dict[str, tuple[str, ...]] = {
+    "add": _FETCHING,
+    "harvest": ("BAKE_MANIFEST", "BAKE_ASSETS"),
+    "fetch": _FETCHING,
+    "verify": ("BAKE_MANIFEST",),
+    "manifest": ("BAKE_MANIFEST",),
+    "doctor": ("BAKE_ASSETS", "TIKTOKEN_RS_CACHE_DIR"),
+    "seal": ("BAKE_MANIFEST",),
+    "publish": (
+        "BAKE_MANIFEST",
+        "BAKE_MIRRORS",
+        "BAKE_FETCH_ARGS",
+        "HF_TOKEN",
+        "HF_ENDPOINT",
+        "SSL_CERT_FILE",
+    ),
+    "pin": ("BAKE_MANIFEST",),
+    "cache": ("XDG_CACHE_HOME",),
 }
 
 # A command is a function that adds its sub-parser (with ``run`` set to its handler), listed here,
@@ -869,6 +981,7 @@ COMMANDS = [
     _add_publish_parser,
     _add_pin_parser,
     _add_cache_parser,
+    _add_completion_parser,
 ]
 
 

@@ -106,7 +106,7 @@ LAYERS = {
         "bake.harvest.diff",
         "bake.harvest.command",
     ],
-    "the command line": ["bake.cli", "bake.__main__"],
+    "the command line": ["bake.usage", "bake.cli", "bake.__main__"],
 }
 ORDER = [module for layer in LAYERS.values() for module in layer]
 

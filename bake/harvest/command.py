@@ -29,11 +29,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         help=f"manifest to edit, started if missing (default $BAKE_MANIFEST or {manifest.DEFAULT_MANIFEST})",
     )
-    p.add_argument("--group", action="append", default=[], metavar="G", help="put new entries in group G")
+    p.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="G",
+        help="put new entries in group G; repeatable; default no group (shared assets)",
+    )
     p.add_argument(
         "--diff",
         metavar="ROOT",
-        help="write nothing: list what the sealed root (or image) ROOT lacks, exit 1 if any",
+        help="write nothing: list what the sealed root (or image) ROOT lacks, exit 1 if any; "
+        "default: pin into --manifest",
     )
 
 
