@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bake import __version__, index, manifest, seal, usage, verify
-from bake.errors import BakeError, FetchError, ManifestError, UsageError
+from bake import __version__, index, manifest, report, seal, usage, verify
+from bake.errors import BakeError, FetchError, ManifestError, Problem, UsageError, VerifyError
 from bake.fetch import FetchOptions
 from bake.fetch.clock import DEADLINE_RULE
 from bake.fetch.options import MIN_FREE_RULE
@@ -333,7 +333,13 @@ def _add_manifest_parser(sub: argparse._SubParsersAction) -> None:
 def _add_doctor_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("doctor", help="in a job: will each consumer accept the baked files?")
     p.set_defaults(run=cmd_doctor)
-    p.add_argument("--assets", type=Path, default=None, help="baked asset root; default $BAKE_ASSETS")
+    p.add_argument(
+        "--assets",
+        type=Path,
+        default=None,
+        help=f"baked asset root; default $BAKE_ASSETS, else {DEFAULT_ASSETS}",
+    )
+    _add_json(p)
 
 
 def _add_seal_parser(sub: argparse._SubParsersAction) -> None:
@@ -558,78 +564,31 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     from bake import fetch
 
     assets = _selected(args)
+    body = _report_body(args, dest=str(args.dest), manifest_digest=manifest.manifest_digest(assets))
     options = _fetch_options(args)
     if args.dest.exists() and not args.dest.is_dir():
         raise UsageError(f"--dest {args.dest}: exists and is not a directory")
-    if args.json and str(args.json) != "-":
-        _check_report_path(args.json)
     try:
         records = fetch.fetch_assets(assets, args.dest, options, _progress(args))
     except fetch.FetchFailed as exc:
-        if args.json and (problem := _write_report(args.json, assets, exc.records, exc.failures)):
-            exc.args = (f"{exc}\n--json {str(args.json)!r}: {problem}",)  # still one error, stated once
+        body["assets"] = report.fetched(assets, exc.records, set(exc.failures))
         raise
+    body["assets"] = report.fetched(assets, records, set())
     index.write_index(args.dest, assets)
-    if args.json and (problem := _write_report(args.json, assets, records, {})):
-        raise UsageError(
-            f"--json {str(args.json)!r}: {problem}; the assets are installed and verified, "
-            "so rerun with a writable --json path to get the report"
-        )
-    if str(args.json) != "-":  # else the report on stdout is the result
-        print(
-            f"bake: {len(assets)} asset(s) verified under {args.dest} "
-            f"(manifest digest {manifest.manifest_digest(assets)})"
-        )
+    print(
+        f"bake: {len(assets)} asset(s) verified under {args.dest} "
+        f"(manifest digest {body['manifest_digest']})",
+        file=_out(args),
+    )
     return 0
 
 
-def _check_report_path(path: Path) -> None:
-    """Refuse a --json path that cannot be written, before any asset is fetched."""
-    parent = path.parent
-    if path.is_dir():
-        problem = "is a directory"
-    elif not parent.is_dir():
-        problem = f"its directory {str(parent)!r} does not exist"
-    elif not os.access(path if path.exists() else parent, os.W_OK):
-        problem = "cannot be written (permissions or a read-only filesystem)"
-    else:
-        return
-    raise UsageError(f"--json {str(path)!r}: {problem}; give a writable file path for the report")
+def _report_body(args: argparse.Namespace, **fields: Any) -> dict[str, Any]:
+    return report.body_of(args.report, **fields)
 
 
-def _write_report(path: Path, assets: list, records: list, failures: dict) -> str | None:
-    """Write the per-asset report, one record per selected asset, failed ones too, to ``path``
-    (``-``: stdout); return why it could not be written, or None."""
-    landed = {r.name: r for r in records}
-    report = []
-    for asset in assets:
-        if (r := landed.get(asset.name)) is not None:
-            report.append(
-                {
-                    "name": r.name,
-                    "path": r.path,
-                    "ok": True,
-                    "source": r.source,
-                    "bytes": r.bytes,
-                    "size": r.size,
-                    "seconds": round(r.seconds, 3),
-                    "attempts": r.attempts,
-                    "cached": r.cached,
-                }
-            )
-        elif asset.name in failures:
-            report.append(
-                {"name": asset.name, "path": asset.path, "ok": False, "error": str(failures[asset.name])}
-            )
-    text = json.dumps({"ok": not failures, "assets": report}, indent=2) + "\n"
-    if str(path) == "-":
-        sys.stdout.write(text)
-        return None
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        return f"the report could not be written ({exc.strerror or exc})"
-    return None
+def _out(args: argparse.Namespace):
+    return report.results_stream(args.report)
 
 
 def _assets_root(explicit: Path | None) -> Path:
@@ -642,6 +601,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     args.manifest = args.manifest or (
         _FromEnv(os.environ["BAKE_MANIFEST"]) if os.environ.get("BAKE_MANIFEST") else None
     )
+    body = _report_body(args, dest=str(args.dest), against=str(args.dest / index.LOCK_NAME))
     if args.manifest is None:
         if args.group:
             raise UsageError("--group needs --manifest; the lock already holds only the selected assets")
@@ -650,19 +610,48 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         assets = _selected(args)
         files = index.expected_files(assets)
-    verify.verify_dest(args.dest, files, assets=assets)
-    print(f"bake: {len(files)} asset(s) under {args.dest} verified")
+        body.update(against=str(args.manifest), manifest_digest=manifest.manifest_digest(assets))
+    names = {a.path: a.name for a in assets or ()}
+    bad: set[str | None] = set()
+    try:
+        verify.verify_dest(args.dest, files, assets=assets)
+    except VerifyError as exc:
+        bad = {p.path for p in exc.problems}
+        raise
+    finally:
+        body["assets"] = [
+            {
+                "name": names.get(f.path),
+                "path": f.path,
+                "sha256": f.sha256,
+                "size": f.size,
+                "ok": f.path not in bad,
+            }
+            for f in files
+        ]
+    print(f"bake: {len(files)} asset(s) under {args.dest} verified", file=_out(args))
     return 0
 
 
-def _print_findings(findings: list, bad_label: str, nothing_to_check: str) -> list:
-    """Print one line per finding on stdout (a warning, ``nothing_to_check``, when there is none);
-    return the bad ones."""
+def _print_findings(args: argparse.Namespace, findings: list, not_asked: list, nothing_to_check: str) -> list:
+    """Print one ``VERDICT  LIBRARY  ASSET: DETAIL`` line per finding on stdout, and on stderr each library
+    that could not be asked (and ``nothing_to_check`` when there is no finding); return the bad ones.
+
+    ``doctor`` and ``manifest check`` print their findings so: one verdict and one name per library."""
     for f in findings:
-        print(f"{'ok' if f.ok else bad_label}  {f.consumer}  {f.asset}: {f.detail}")
+        print(f"{f.verdict}  {f.consumer}  {f.asset}: {f.detail}", file=_out(args))
+    for library, why in not_asked:
+        log.warning("could not ask %s: %s", library, why)  # a diagnostic, not a result
     if not findings:
-        log.warning("warning: %s; nothing was checked", nothing_to_check)  # a diagnostic, not a result
+        log.warning("warning: %s; nothing was checked", nothing_to_check)
     return [f for f in findings if not f.ok]
+
+
+def _finding_record(f) -> dict[str, Any]:
+    keys = ("verdict", "consumer", "asset", "ok", "detail", "expected", "seen")
+    record = {key: getattr(f, key) for key in keys}
+    record["library"] = record.pop("consumer")
+    return record
 
 
 def cmd_manifest(args: argparse.Namespace) -> int:
@@ -684,12 +673,12 @@ def cmd_manifest(args: argparse.Namespace) -> int:
         return 0
     table = assets.consumers()
     findings = consumers.check_manifest(assets, table)
-    builtins = ", ".join(c.name for c in table if c.builtin)
-    declared = ", ".join(c.name for c in table if not c.builtin)
-    why = f"no consumer package ({builtins}) is installed to judge these entries"
-    if declared:
+    unasked = consumers.not_asked(table, [a.path for a in assets], tables=True)
+    libraries = ", ".join(lib for c in table for lib in c.tables)
+    why = f"no library whose own table judges these entries ({libraries}) is installed"
+    if declared := ", ".join(c.name for c in table if not c.builtin):
         why += f"; the declared consumer(s) {declared} carry no table of their own to check entries against"
-    bad = _print_findings(findings, "MISMATCH", why)
+    bad = _print_findings(args, findings, unasked, why)
     if bad:
         raise UsageError(
             f"{len(bad)} manifest entr{'y' if len(bad) == 1 else 'ies'} disagree with the installed "
@@ -702,6 +691,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from bake import consumers
 
     root = _assets_root(args.assets)
+    body = _report_body(args, assets_root=str(root))
     serve = root / consumers.SERVE_NAME
     # doctor takes --assets (or BAKE_ASSETS), not verify's --manifest and --dest.
     lock = index.read_lock(
@@ -716,16 +706,40 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     # The image holds no manifest: declared consumers come back from what seal wrote.
     table = consumers.table(consumers.declared_from_serve(serve.read_text(encoding="utf-8")))
     findings = consumers.doctor(root, lock, table)
-    libraries = [lib for c in table for lib in c.libraries] + [c.name for c in table if not c.builtin]
-    bad = _print_findings(
-        findings, "WOULD DOWNLOAD", f"no consumer package ({', '.join(libraries)}) is installed"
-    )
+    unasked = consumers.not_asked(table, [f.path for f in lock])
+    body["findings"] = [_finding_record(f) for f in findings]
+    body["not_asked"] = [{"library": lib, "why": why} for lib, why in unasked]
+    owners = ", ".join(c.name for c in table)
+    bad = _print_findings(args, findings, unasked, f"no baked file belongs to a consumer ({owners})")
     if bad:
-        raise FetchError(
-            f"{len(bad)} consumer lookup(s) would trigger a download; run the job through bake-entrypoint, "
-            'or run the runner line first: bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"'
-        )
+        raise _doctor_failure(bad)
     return 0
+
+
+def _doctor_failure(bad: list) -> FetchError:
+    """The one error of a doctor that found lookups that would download, or files a library rejects."""
+    rejected = [f for f in bad if f.mismatch]
+    lines = []
+    if len(rejected) < len(bad):
+        lines.append(
+            f"{len(bad) - len(rejected)} consumer lookup(s) would trigger a download; run the job through "
+            "bake-entrypoint, or run the runner line first: "
+            'bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"'
+        )
+    if rejected:
+        libraries = ", ".join(sorted({f.consumer for f in rejected}))
+        lines.append(
+            f"{len(rejected)} baked file(s) are not what their library's own table expects ({libraries}): "
+            "it would download them again; fix the manifest entry (sha256 and URL), or pin the library "
+            "version that matches these bytes, and rebuild"
+        )
+    problems = tuple(
+        Problem(
+            "mismatch" if f.mismatch else "would-download", f.detail, f.asset, f.asset, f.expected, f.seen
+        )
+        for f in bad
+    )
+    return FetchError("; ".join(lines), problems=problems)
 
 
 def cmd_seal(args: argparse.Namespace) -> int:
@@ -1006,13 +1020,50 @@ def main(argv: list[str] | None = None) -> int:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_EscapingFormatter("bake: %(message)s"))
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
+    args.report = None
     try:
-        return args.run(args)
+        args.report = _report_for(args)
+        code = args.run(args)
     except BakeError as exc:
+        _end_report(args.report, exc.exit_code, exc)
         _print_error(exc)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(
-            "bake: interrupted; partial downloads stay in the cache and a rerun resumes them", file=sys.stderr
-        )
+        stop = "interrupted; partial downloads stay in the cache and a rerun resumes them"
+        _end_report(args.report, 130, BakeError(stop))
+        print(f"bake: {stop}", file=sys.stderr)
         return 130
+    if args.report is not None and (problem := args.report.write(code)):
+        _print_error(
+            UsageError(
+                f"--json {args.report.target!r}: {problem}; the command itself succeeded (exit {code}), "
+                "so rerun with a writable --json path to get the report"
+            )
+        )
+        return UsageError.exit_code
+    return code
+
+
+def _report_for(args: argparse.Namespace) -> report.Report | None:
+    """The JSON report ``--json`` asks for, its path checked before the command does anything; or None."""
+    target = getattr(args, "json", None)
+    if target is None:
+        return None
+    command = args.command
+    if command == "harvest":
+        if args.diff is None:
+            raise UsageError("--json reports harvest --diff; a harvest that pins writes the manifest instead")
+        command = "harvest --diff"
+    found = report.Report(command, str(target))
+    found.check_target()
+    return found
+
+
+def _end_report(rep: report.Report | None, code: int, exc: BakeError) -> None:
+    """Write the report of a command that failed with ``exc``; a report that cannot be written is said
+    in the same error, so the failure is still stated once."""
+    if rep is None:
+        return
+    rep.failed(exc)
+    if problem := rep.write(code):
+        exc.args = (f"{exc}\n--json {rep.target!r}: {problem}",)

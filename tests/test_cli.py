@@ -81,10 +81,13 @@ def test_fetch_of_a_lying_source_exits_3_and_leaves_nothing(source: dict) -> Non
     report = source["tmp"] / "report.json"
     result = fetch(source, "--json", str(report))
     assert result.returncode == 3, result.stderr
-    # One record per asset, the failed one too, saying why.
-    records = json.loads(report.read_text())["assets"]
-    assert [(r["name"], r["ok"]) for r in records] == [("one", True), ("two", False)]
-    assert "sha256" in records[1]["error"]
+    # One record per asset, the failed one too; the error says why, structured (docs/json.md).
+    doc = json.loads(report.read_text())
+    assert [(r["name"], r["ok"]) for r in doc["assets"]] == [("one", True), ("two", False)]
+    (error,) = doc["errors"]
+    served = len(b"not what the manifest says")
+    assert (error["kind"], error["asset"]) == ("size-mismatch", "two"), error
+    assert (error["expected"], error["seen"]) == (len(source["files"]["two"]), served), error
     assert "two" in result.stderr
     assert "sha256" in result.stderr
     dest = source["tmp"] / "dest"

@@ -69,6 +69,7 @@ LAYERS = {
         "bake.fetch",
     ],
     "the destination: its index, the seal, verification": ["bake.index", "bake.seal", "bake.verify"],
+    "the JSON report of fetch, verify, doctor and harvest --diff": ["bake.report"],
     "the commands: editing a manifest (bake add, a file or a Hub repository)": [
         "bake.manifestedit",
         "bake.add",

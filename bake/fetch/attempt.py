@@ -49,6 +49,8 @@ def check_size(asset: Asset, url: str, total: int, *, retryable: bool = True) ->
     if asset.size is not None and total != asset.size:
         raise SizeMismatch(
             f"{redact_url(url)} serves {total} bytes; the manifest says size = {asset.size}",
+            expected=asset.size,
+            seen=total,
             retryable=retryable,
         )
 

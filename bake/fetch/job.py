@@ -28,6 +28,7 @@ from bake.fetch.failures import (
     DiskBound,
     GaveUp,
     SizeMismatch,
+    SourcesFailed,
     Unusable,
 )
 from bake.fetch.local import FileAttempt
@@ -398,8 +399,8 @@ def fetch_failure(asset: Asset, errors: list[tuple[str, DownloadError]], *, know
     advice = dict.fromkeys(_advice(url, exc, known) for url, exc in errors)
     todo = "\n".join(f"    - {line}" for line in advice)
     what = f"asset {asset.name!r} ({asset.path}, sha256 {asset.sha256})" if known else f"{asset.name!r}"
-    return FetchError(
-        f"{what} could not be fetched; tried {len(errors)} source(s):\n{tried}\n  what to do:\n{todo}"
+    return SourcesFailed(
+        f"{what} could not be fetched; tried {len(errors)} source(s):\n{tried}\n  what to do:\n{todo}", errors
     )
 
 

@@ -2,7 +2,8 @@
 
 A sealed root says what it bakes in two files seal wrote: ``bake.lock.json`` (every file's path and
 sha256) and ``bake.serve`` (for the Hub, which snapshot file links to which blob). A cached asset is
-baked when the lock holds its path with its sha256; a cached Hub file when the served tree links
+baked when the lock holds its path with its sha256, whether or not harvest could pin it (a checkpoint
+no installed table names is baked all the same); a cached Hub file when the served tree links
 ``<repo folder>/snapshots/<commit>/<path>`` to a blob the lock holds with that sha256. ROOT that is
 no directory is an image reference, read with the docker SDK (the ``[registry]`` extra).
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from bake import servefile
 from bake.errors import FetchError, UsageError
-from bake.harvest.caches import Found
+from bake.harvest.caches import Found, sha256_of
 from bake.hub.entry import PREFIX as HUB_PREFIX
 from bake.index import LOCK_NAME, read_lock
 
@@ -59,6 +60,16 @@ def _image_root(ref: str, into: Path) -> Path:
     return into
 
 
+def _baked_anyway(problem, locked: dict[str, str]) -> bool:
+    """Is a file harvest could not pin baked all the same: the lock holds its path with its sha256?"""
+    if problem.asset_path not in locked:
+        return False
+    try:
+        return sha256_of(problem.where) == locked[problem.asset_path]
+    except (OSError, ValueError):
+        return False
+
+
 def missing(found: Found, root: str) -> Found:
     """Return what ``found`` holds that ROOT does not bake (its problems carried along)."""
     if not Path(root).is_dir() and root.startswith(("/", ".", "~")):
@@ -66,7 +77,7 @@ def missing(found: Found, root: str) -> Found:
     with tempfile.TemporaryDirectory(prefix="bake-harvest-") as scratch:
         path = Path(root) if Path(root).is_dir() else _image_root(root, Path(scratch))
         locked, links = _baked(path)
-    lacking = Found(problems=list(found.problems))
+    lacking = Found(problems=[p for p in found.problems if not _baked_anyway(p, locked)])
     lacking.assets = [a for a in found.assets if locked.get(a.path) != a.sha256]
     for c in found.commits:
         files = tuple(

@@ -282,7 +282,8 @@ def test_json_is_complete_on_failure(tmp_path: Path, source: Path, to: str) -> N
     doc = json.loads(report.read_text() if to == "file" else proc.stdout)
     by_name = {a["name"]: a for a in doc["assets"]}
     assert by_name["good"]["ok"] is True and by_name["bad"]["ok"] is False, doc
-    assert ".gone" in by_name["bad"]["error"], doc
+    (error,) = doc["errors"]
+    assert error["asset"] == "bad" and error["url"].endswith(".gone"), doc
     assert not (REPO / "-").exists()
 
 
