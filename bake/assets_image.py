@@ -18,6 +18,7 @@ import json
 import logging
 import re
 import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,9 +163,11 @@ def registry_digest(ref: str) -> str | None:
     try:
         import docker
     except ImportError:
-        raise BuildError(
-            f"cannot ask the registry for {ref}: this needs the docker SDK; pip install "
-            "'bake-assets[registry]' (or 'WHEEL[registry]' for a wheel built with python -m build)"
+        # A usage error: nothing was asked of the registry. The line installs the SDK into the
+        # environment bake runs in, however bake was installed (checkout, wheel, pipx).
+        raise UsageError(
+            f"cannot ask the registry for {ref}: this needs the docker SDK (bake's [registry] extra), "
+            f"which is not installed; install it where bake runs: {sys.executable} -m pip install 'docker>=7'"
         ) from None
     registry = docker.auth.resolve_repository_name(ref)[0]
     client = None

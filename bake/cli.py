@@ -161,19 +161,37 @@ class _FromEnv(str):
     """A manifest path that BAKE_MANIFEST gave, so that an error about it can name the variable."""
 
 
+class _Default(str):
+    """The default manifest path, which neither --manifest nor BAKE_MANIFEST gave."""
+
+
 def _default_manifest() -> str:
     """The manifest a command reads when --manifest is not given: BAKE_MANIFEST names it (round 4)."""
     named = os.environ.get("BAKE_MANIFEST")
-    return _FromEnv(named) if named else manifest.DEFAULT_MANIFEST
+    return _FromEnv(named) if named else _Default(manifest.DEFAULT_MANIFEST)
+
+
+def _no_default_manifest(path: str) -> ManifestError:
+    return ManifestError(
+        f"no --manifest given, and the default manifest {path} is not in {os.getcwd()}: pass "
+        "--manifest M, or set BAKE_MANIFEST=M (or run from the checkout that holds it)"
+    )
 
 
 @contextlib.contextmanager
-def _naming_the_variable(path: str) -> Iterator[None]:
-    """Say that BAKE_MANIFEST chose the manifest a ManifestError is about, when it did."""
+def _naming_the_variable(path: str, *, starts: bool = False) -> Iterator[None]:
+    """Say where the manifest an error is about came from: BAKE_MANIFEST, or the default that is not
+    there (neither option nor variable was given). ``starts``: the command starts a missing manifest
+    (bake add), so only a missing directory means the default is not where the user thinks."""
     try:
         yield
-    except ManifestError as exc:
-        if not isinstance(path, _FromEnv):
+    except UsageError as exc:
+        absent = isinstance(path, _Default) and not os.path.lexists(path)
+        if absent and not os.path.isdir(os.path.dirname(path) or "."):
+            raise _no_default_manifest(path) from None
+        if absent and not starts and isinstance(exc, ManifestError):
+            raise _no_default_manifest(path) from None
+        if not isinstance(path, _FromEnv) or not isinstance(exc, ManifestError):
             raise
         raise ManifestError(f"{exc} (BAKE_MANIFEST names it: fix the variable, or pass --manifest)") from None
 
@@ -568,6 +586,9 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     options = _fetch_options(args)
     if args.dest.exists() and not args.dest.is_dir():
         raise UsageError(f"--dest {args.dest}: exists and is not a directory")
+    chosen = " ".join(f"--group {g}" for g in args.group) or "every asset"
+    if warning := index.other_selection(args.dest, list(assets), chosen):
+        log.warning("warning: %s", warning)
     try:
         records = fetch.fetch_assets(assets, args.dest, options, _progress(args))
     except fetch.FetchFailed as exc:
@@ -791,6 +812,8 @@ def _check_image_selection(args: argparse.Namespace) -> None:
             raise UsageError("--runtime names bake's runtime image: it takes no --manifest or --group")
     else:
         args.manifest = args.manifest or _default_manifest()
+        if isinstance(args.manifest, _Default) and not os.path.lexists(args.manifest):
+            raise _no_default_manifest(args.manifest)
 
 
 def _publish_command(args: argparse.Namespace) -> str:
@@ -909,7 +932,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         asset = add.fill_size(path, args.target, options, _progress(args))
         print(f"bake: {asset.name}: size = {asset.size} in {path}")
         return 0
-    with _naming_the_variable(args.manifest):
+    with _naming_the_variable(args.manifest, starts=True):
         asset = add.add(
             path,
             args.target,

@@ -65,16 +65,25 @@ class ChecksumMismatch(DownloadError):
 
     kind = "sha256-mismatch"
 
-    def __init__(self, expected: str, actual: str, source: str, *, asset: str = "") -> None:
+    def __init__(
+        self, expected: str, actual: str, source: str, *, asset: str = "", kept_size: int | None = None
+    ) -> None:
         self.expected = expected
         self.actual = self.seen = actual
         self.source = source
         self.asset = asset
         who = f"{asset}: " if asset else ""
+        if kept_size is None:
+            todo = "the source serves different bytes, fix the mirror or the manifest hash"
+        else:  # as pip's hash mismatch: both hashes, then which of the two is wrong decides what to do
+            todo = (
+                f"the whole file came ({kept_size} bytes), so it is not fetched again from there; it is kept "
+                f"in the cache under its own sha256. If the file changed upstream on purpose, check it, then "
+                f'set sha256 = "{actual}" in the manifest: the next fetch installs it with no download. '
+                "Otherwise this source serves other bytes: fix it, or remove it from the entry's urls"
+            )
         super().__init__(
-            f"{who}sha256 mismatch from {source}: expected {expected}, got {actual}; "
-            "the source serves different bytes, fix the mirror or the manifest hash",
-            retryable=False,
+            f"{who}sha256 mismatch from {source}: expected {expected}, got {actual}; {todo}", retryable=False
         )
 
 

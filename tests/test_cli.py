@@ -207,3 +207,16 @@ def test_seal_after_fetch(source: dict) -> None:
     assert oct((dest / "data/one.bin").stat().st_mode & 0o777) == "0o444"
     for p in [dest, *dest.rglob("*")]:
         p.chmod(0o755)
+
+
+def test_fetch_into_a_dest_locked_for_another_selection_warns_naming_both(source: dict) -> None:
+    assert fetch(source, "--group", "one").returncode == 0
+    first = json.loads((source["tmp"] / "dest" / "bake.lock.json").read_text())["manifest_digest"]
+    again = fetch(source, "--group", "one")
+    assert again.returncode == 0 and "another selection" not in again.stderr, again.stderr
+    other = fetch(source, "--group", "two")
+    assert other.returncode == 0, other.stderr
+    (line,) = [line for line in other.stderr.splitlines() if "another selection" in line]
+    second = json.loads((source["tmp"] / "dest" / "bake.lock.json").read_text())["manifest_digest"]
+    assert first in line and second in line and "--group two" in line, line
+    assert "will not list one" in line, line

@@ -100,7 +100,6 @@ class Attempt:
         self.hooks = hooks
         self.unsized = False  # the body had no length to check, so an early close looked like its end
         self.encoding: str | None = None  # a Content-Encoding the server applied although asked not to
-        self.unvouched = False  # the length came from one Content-Length alone, which nothing confirmed
 
     def run(self) -> None:
         raise NotImplementedError
@@ -285,7 +284,6 @@ class HttpAttempt(Attempt):
         total = resp.length  # None when chunked or close-delimited
         if total is not None:
             self._check_size(total)
-            self.unvouched = self.asset.size is None  # a short Content-Length would look like the end
         else:
             total = self.asset.size  # then an early EOF reads as truncation, not as the end
             self.unsized = total is None

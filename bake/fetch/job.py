@@ -281,7 +281,7 @@ class AssetJob:
             self.progress.start(self.asset, total)
             resumed = self.partial.written_total()
             if resumed:
-                self.progress.advance(self.asset, resumed)
+                self.progress.resumed(self.asset, resumed)
 
 
 class SourceRun:
@@ -343,31 +343,40 @@ class SourceRun:
             self.connections = 1
 
     def mismatched(self, exc: ChecksumMismatch, attempt: Attempt) -> None:
-        """After a sha256 mismatch: return when one clean try from zero is due; else raise, saying why."""
+        """After a sha256 mismatch: return when one clean try from zero is due; else raise, saying why.
+
+        A file that came whole from this source in this run is not fetched from it again (the same
+        bytes would come): its bytes stay in the cache under their own sha256, and the error says so.
+        """
         resumed = not self.partial.from_zero
-        self.partial.discard()
         if attempt.encoding:
+            self.partial.discard()
             raise DownloadError(f"{exc}; {encoding_note(attempt.encoding)}", retryable=False) from None
-        if (resumed or attempt.unvouched) and not self.fresh_retry:
-            # Resumed bytes may be what is wrong (an earlier source, a power loss), or a length
-            # nothing confirmed may have cut the body short: one clean try from zero.
-            why = "resumed download" if resumed else "download whose length only its Content-Length gave"
-            log.warning("%s: %s did not verify; fetching it again from zero", self.asset_name, why)
+        if resumed and not self.fresh_retry:
+            # Resumed bytes (an earlier run's, an earlier source's, a power loss) may be what is wrong.
+            self.partial.discard()
+            log.warning("%s: a resumed download did not verify; fetching it again from zero", self.asset_name)
             self.fresh_retry = True
             return
         if self.change:
+            self.partial.discard()
             raise DownloadError(
                 f"{exc}; the file at this URL changed during the download ({self.change}), so the manifest "
                 "may name an earlier version: compare its sha256 with what the server serves now",
                 retryable=False,
             ) from None
-        if attempt.unsized:  # most likely cut short, not wrong: worth another attempt
+        if attempt.unsized:  # no length to check: most likely cut short, not wrong; worth another attempt
+            self.partial.discard()
             raise DownloadError(
                 f"{exc}; the body had no Content-Length and the manifest no size, "
                 "so it may have been cut short",
                 retryable=True,
             ) from None
-        raise exc
+        size = self.partial.state.size
+        self.partial.keep(exc.actual)
+        raise ChecksumMismatch(
+            exc.expected, exc.actual, exc.source, asset=exc.asset, kept_size=size
+        ) from None
 
 
 def _no_progress(n: int) -> None:
