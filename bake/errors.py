@@ -73,14 +73,13 @@ class ChecksumMismatch(DownloadError):
         self.source = source
         self.asset = asset
         who = f"{asset}: " if asset else ""
+        self.kept_size = kept_size
         if kept_size is None:
             todo = "the source serves different bytes, fix the mirror or the manifest hash"
-        else:  # as pip's hash mismatch: both hashes, then which of the two is wrong decides what to do
+        else:  # what to do is the fetch's advice (bake.fetch.job), as pip's hash mismatch says it
             todo = (
-                f"the whole file came ({kept_size} bytes), so it is not fetched again from there; it is kept "
-                f"in the cache under its own sha256. If the file changed upstream on purpose, check it, then "
-                f'set sha256 = "{actual}" in the manifest: the next fetch installs it with no download. '
-                "Otherwise this source serves other bytes: fix it, or remove it from the entry's urls"
+                f"the whole file came ({kept_size} bytes), so it is not fetched again from there; "
+                "it is kept in the cache under its own sha256"
             )
         super().__init__(
             f"{who}sha256 mismatch from {source}: expected {expected}, got {actual}; {todo}", retryable=False

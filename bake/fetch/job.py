@@ -428,6 +428,12 @@ def _advice(url: str, exc: DownloadError, known: bool) -> str:
     copy = "a copy with this sha256" if known else "a copy of the file"
     if isinstance(exc, Unusable):
         return exc.advice
+    if getattr(exc, "kept_size", None) is not None:  # a whole file, other bytes: which side is wrong?
+        return (
+            f'if the file changed upstream on purpose, check it, then set sha256 = "{exc.actual}" in the '
+            "manifest: the next fetch installs the kept bytes with no download; otherwise fix the "
+            "source, or remove it from the entry's urls"
+        )
     if isinstance(getattr(exc, "cause", exc), SizeMismatch):
         return (
             "if this source serves the right file, correct size (and sha256) of the entry in the manifest "
