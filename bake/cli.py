@@ -187,10 +187,10 @@ def _naming_the_variable(path: str, *, starts: bool = False) -> Iterator[None]:
         yield
     except UsageError as exc:
         absent = isinstance(path, _Default) and not os.path.lexists(path)
-        if absent and not os.path.isdir(os.path.dirname(path) or "."):
-            raise _no_default_manifest(path) from None
+        if absent and starts and not os.path.isdir(os.path.dirname(path) or "."):
+            raise _no_default_manifest(path) from None  # it could not be started there
         if absent and not starts and isinstance(exc, ManifestError):
-            raise _no_default_manifest(path) from None
+            raise _no_default_manifest(path) from None  # reading the manifest is what failed
         if not isinstance(path, _FromEnv) or not isinstance(exc, ManifestError):
             raise
         raise ManifestError(f"{exc} (BAKE_MANIFEST names it: fix the variable, or pass --manifest)") from None
@@ -812,8 +812,6 @@ def _check_image_selection(args: argparse.Namespace) -> None:
             raise UsageError("--runtime names bake's runtime image: it takes no --manifest or --group")
     else:
         args.manifest = args.manifest or _default_manifest()
-        if isinstance(args.manifest, _Default) and not os.path.lexists(args.manifest):
-            raise _no_default_manifest(args.manifest)
 
 
 def _publish_command(args: argparse.Namespace) -> str:
@@ -833,7 +831,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
     if args.runtime:
         print(publish.publish_runtime(args.repository, buildx_args).pinned)
     else:
-        block = publish.publish_assets(Path(args.manifest), args.repository, args.group, buildx_args)
+        with _naming_the_variable(args.manifest):  # the repository is checked before the manifest is read
+            block = publish.publish_assets(Path(args.manifest), args.repository, args.group, buildx_args)
         print("\n".join(block.lines()))
     return 0
 
@@ -848,9 +847,10 @@ def cmd_pin(args: argparse.Namespace) -> int:
             None,
         )
     else:
-        chosen = publish.lookup_block(
-            Path(args.manifest), args.repository, args.group, _publish_command(args)
-        )
+        with _naming_the_variable(args.manifest):
+            chosen = publish.lookup_block(
+                Path(args.manifest), args.repository, args.group, _publish_command(args)
+            )
         pinned = chosen.whole.pinned
         block = [pin.BlockLine(unit.name, found.pinned) for unit, found in chosen.units]
         block.append(pin.BlockLine(None, chosen.index.pinned))
@@ -1057,9 +1057,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bake: {stop}", file=sys.stderr)
         return 130
     if args.report is not None and (problem := args.report.write(code)):
+        done = "the assets are installed and verified" if args.command == "fetch" else f"it exited {code}"
         _print_error(
             UsageError(
-                f"--json {args.report.target!r}: {problem}; the command itself succeeded (exit {code}), "
+                f"--json {args.report.target!r}: {problem}; the command did its work ({done}), "
                 "so rerun with a writable --json path to get the report"
             )
         )

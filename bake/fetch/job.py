@@ -347,15 +347,20 @@ class SourceRun:
 
         A file that came whole from this source in this run is not fetched from it again (the same
         bytes would come): its bytes stay in the cache under their own sha256, and the error says so.
+        Whole means its length was vouched for (the manifest's size, a Content-Range), or, when one
+        Content-Length alone gave it, the source confirms it when asked once more (no body read).
         """
         resumed = not self.partial.from_zero
         if attempt.encoding:
             self.partial.discard()
             raise DownloadError(f"{exc}; {encoding_note(attempt.encoding)}", retryable=False) from None
-        if resumed and not self.fresh_retry:
-            # Resumed bytes (an earlier run's, an earlier source's, a power loss) may be what is wrong.
+        size = self.partial.state.size
+        if not self.fresh_retry and (resumed or (attempt.unvouched and not attempt.confirms_length(size))):
+            # Resumed bytes (an earlier run's, an earlier source's, a power loss) may be what is wrong;
+            # or a length only one Content-Length gave, which the source now contradicts, cut the body.
+            why = "resumed download" if resumed else "download whose length the source now contradicts"
             self.partial.discard()
-            log.warning("%s: a resumed download did not verify; fetching it again from zero", self.asset_name)
+            log.warning("%s: a %s did not verify; fetching it again from zero", self.asset_name, why)
             self.fresh_retry = True
             return
         if self.change:
@@ -372,7 +377,6 @@ class SourceRun:
                 "so it may have been cut short",
                 retryable=True,
             ) from None
-        size = self.partial.state.size
         self.partial.keep(exc.actual)
         raise ChecksumMismatch(
             exc.expected, exc.actual, exc.source, asset=exc.asset, kept_size=size
