@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from bake import __version__
 from bake.errors import Problem, UsageError
@@ -165,7 +165,7 @@ class Report:
         return None
 
 
-def fetched(assets, records, failed: set[str]) -> list[dict[str, Any]]:
+def fetched(assets: Iterable[Any], records: Iterable[Any], failed: set[str]) -> list[dict[str, Any]]:
     """The ``assets`` of a fetch report: each selected asset that landed (a ``FetchRecord``) or failed."""
     landed = {r.name: r for r in records}
     found = []
@@ -197,6 +197,6 @@ def body_of(rep: Report | None, **fields: Any) -> dict[str, Any]:
     return body
 
 
-def results_stream(rep: Report | None):
+def results_stream(rep: Report | None) -> TextIO:
     """Where a command prints its results: stdout, unless the JSON report is what goes there."""
     return sys.stderr if rep is not None and rep.to_stdout else sys.stdout
