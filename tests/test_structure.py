@@ -74,6 +74,7 @@ LAYERS = {
         "bake.fetch",
     ],
     "the destination: its index, the seal, verification": ["bake.index", "bake.seal", "bake.verify"],
+    "the JSON report of fetch, verify, doctor and harvest --diff": ["bake.report"],
     "the commands: editing a manifest (bake add, a file or a Hub repository)": [
         "bake.manifestedit",
         "bake.add",
@@ -112,7 +113,7 @@ LAYERS = {
         "bake.harvest.diff",
         "bake.harvest.command",
     ],
-    "the command line": ["bake.cli", "bake.__main__"],
+    "the command line": ["bake.usage", "bake.cli", "bake.__main__"],
 }
 ORDER = [module for layer in LAYERS.values() for module in layer]
 

@@ -188,6 +188,7 @@ def add(
     manifest.parse_manifest(
         manifestedit.appended(text, render_entry(draft)), source=str(manifest_path), allow_http=True
     )
+    manifestedit.check_writable(manifest_path)
     digest, size = _fetch_unknown(url, written, name, options, progress)
     if sha256 is not None and digest != draft.sha256:
         raise FetchError(
@@ -240,6 +241,8 @@ def fill_size(
     """
     _, assets = _read(manifest_path, options.allow_http)
     asset = _named(assets, manifest_path, name)
+    if asset.size is None:
+        manifestedit.check_writable(manifest_path)
     size = _fetch_known(asset, options, progress)
     if asset.size is not None:
         return asset
