@@ -155,7 +155,7 @@ class Consumer:
     # stop_sign.pt are two assets); else the name is the file's stem (a model's name).
     names_keep_suffix = False
     # A name a download still in progress has in one of its locations, and why it is not a file to pin.
-    partial = re.compile(r"\.(?:tmp|part|incomplete)$")
+    partial = re.compile(r"\.(?:tmp|part|incomplete)\Z")
     partial_why = "a partial download (its name ends .tmp, .part or .incomplete): let the job finish it"
     # The libraries' default directories (under TMPDIR), which name a cache of theirs by its place.
     default_dirs: tuple[str, ...] = ()
@@ -387,7 +387,7 @@ class Tiktoken(Consumer):
     # openai-harmony then reads <dir>/o200k_base.tiktoken (the alias links) and never downloads;
     # tiktoken has no switch: a vocab that is not baked is downloaded into its cache.
     offline = (("TIKTOKEN_ENCODINGS_BASE", "@tiktoken"),)
-    partial = re.compile(r"^[0-9a-f]{40}\.[0-9a-f-]{36}\.tmp$")
+    partial = re.compile(r"\A[0-9a-f]{40}\.[0-9a-f-]{36}\.tmp\Z")
     partial_why = (
         "a partial download: tiktoken writes <sha1(url)>.<uuid>.tmp and renames it to <sha1(url)> when whole"
     )
