@@ -20,7 +20,7 @@ from bake.hub import schema as hub_schema
 from bake.hub.entry import HubEntry
 from bake.paths import check_path, parents
 from bake.text import escape, has_control
-from bake.tomlkeys import expect_mapping, refuse_unknown_keys
+from bake.tomlkeys import expect_mapping, refuse_unknown_keys, with_suggestion
 from bake.units import MIB
 from bake.urls import check_url
 
@@ -266,7 +266,8 @@ def parse_manifest(
     extra = sorted(set(data) - {"asset", "consumer", "hub", "units"})
     if extra:
         raise ManifestError(
-            f"{source}: unknown top-level key(s) {', '.join(extra)}; "
+            f"{source}: unknown top-level key(s) "
+            f"{', '.join(with_suggestion(k, ('asset', 'consumer', 'hub', 'units')) for k in extra)}; "
             "only [[asset]], [[consumer]] and [[hub]] tables and one [units] table are allowed"
         )
     threshold = _units_table(data.get("units"), source)
