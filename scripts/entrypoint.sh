@@ -16,17 +16,14 @@ set -f # no globbing of data: switched on only where a directory is listed
 _nl='
 '
 _tab='	'
-# What a head record's fields are joined by once read: a tab is IFS white space, so splitting at
-# tabs would merge an empty field into the next; this control character (0x1f, the unit
-# separator) is not, and no field of an accepted record holds it.
+# What a head record's fields are joined by once read (a tab is IFS white space, which would merge
+# an empty field into the next): the unit separator, 0x1f, which no accepted field holds.
 _us=''
-# The version of the bake this script ships with (bake/__init__.py's; tests/test_entrypoint_functions.py
-# keeps the two equal, and the wheel installs this file byte for byte).
+# The bake this script ships with: bake/__init__.py's version (tests/test_entrypoint_functions.py).
 _VERSION=0.2.0
-# What _serve_at returns: served; cannot be made or written here (own filesystem);
-# node storage left as is, with a warning for ${VAR:-...}/SUB (BAKE_SEED=0, unwritable,
-# no space, a bad copy, no bake); node storage served job-local instead (a wait ran out,
-# something in the way); a file where a directory belongs.
+# What _serve_at returns: served; cannot be made or written here (own filesystem); node storage
+# left as is, with a warning for ${VAR:-...}/SUB (BAKE_SEED=0, unwritable, no space, a bad copy, no
+# bake); node storage served job-local instead (a wait ran out, something in the way); a file.
 _SERVED=0 _CANNOT_MAKE=1 _KEEP=2 _MOVE=3 _NOT_A_DIR=4
 
 _say() { # $*: one line to stderr
@@ -102,7 +99,6 @@ _parse_args() { # "$@": sets _mode (_main's) to run or env; exits for --help, --
 }
 
 # --- the head of bake.serve, as it reads: _head, a checked record a line, fields joined by _us
-
 _plain_path() { # $1: succeed when it is relative path components, none empty, . or ..
 	case /$1/ in
 	// | *//* | */./* | */../*) return 1 ;;
@@ -236,7 +232,6 @@ _bad_line() { # $1 line number, $2 the rule its record breaks: one problem
 }
 
 # --- where a location is
-
 _find_home() { # sets _home from HOME, else from the password database; empty if neither knows
 	local entry user dir uid
 	_home=${HOME:-}
@@ -274,8 +269,7 @@ _resolve() { # $1 loc ID: sets _resolved to its directory, absolute; empty when 
 		\$HOME*) _find_home && value=${_home:+$_home${fallback#\$HOME}} ;;
 		?*) value=$fallback ;;
 		esac
-		# Set but empty, a variable reads as the working directory to a library that takes
-		# it as a path (os.getenv(VAR, DEFAULT)): export the value served, so both agree.
+		# Set but empty, os.getenv(VAR, DEFAULT) reads the working directory: export what is served.
 		if [ -n "$set" ] && [ -n "$value" ]; then _export "$var" "$value"; fi
 	fi
 	case $value in
@@ -300,8 +294,7 @@ _mount_id() { # $1 directory: sets _mnt to the id of the mount it is on, from /p
 _fs_kind() { # $1 existing path: sets _kind to own (the container's own filesystem), tmpfs or node
 	local devices type _mnt
 	_kind=node # what stat cannot answer counts as node storage: a copy is safe anywhere, a link is not
-	# On the mount / is on: the same filesystem, with no process. Another mount (a volume, a bind
-	# mount, a tmpfs, or / bound into itself) is told apart by its device and type, as stat sees them.
+	# On the mount / is on: own, with no process; another mount, by its device and type (stat).
 	[ -n "$_root_mnt" ] || { _mount_id / && _root_mnt=${_mnt:--}; }
 	_mount_id "$1"
 	[ -z "$_mnt" ] || [ "$_mnt" != "$_root_mnt" ] || { _kind=own && return 0; }
@@ -313,7 +306,6 @@ _fs_kind() { # $1 existing path: sets _kind to own (the container's own filesyst
 }
 
 # --- job-local directories: ${TMPDIR:-/tmp}/bake-VAR.*
-
 _tmp() { # sets _tmpdir to ${TMPDIR:-/tmp}, absolute
 	_tmpdir=${TMPDIR:-/tmp}
 	case $_tmpdir in /*) ;; *) _tmpdir=$PWD/$_tmpdir ;; esac
@@ -334,8 +326,7 @@ _is_job_local() { # $1 path: succeed when it is in a job-local directory of this
 	name=${1#"$_tmpdir"/}
 	# Their names (bake-VAR.SUFFIX) hold no newline, whatever TMPDIR holds.
 	case $_nl$_jobnames in *"$_nl${name%%/*}$_nl"*) ;; *) return 1 ;; esac
-	# A view of a re-pointed variable links the entries of the directory it named: a path
-	# through one of those links is that directory's, never job-local.
+	# A path through a link of a re-pointed variable's view is that directory's, never job-local.
 	part=$_tmpdir/${name%%/*}
 	[ "$name" != "${name#*/}" ] || return 0
 	IFS=/
@@ -353,21 +344,17 @@ _job_dir() { # $1 variable, $2 an image directory to make it of (a link to each 
 	for name in $_jobnames; do count=$((count + 1)); done
 	_made=$_tmpdir/bake-$1.$$.$count
 	# A new entry (mkdir never follows a link at its name), made with its links by one cp where there
-	# is an image directory to copy (umask 077: mkdir's 0700); a name taken (this pid's, in another
-	# container sharing TMPDIR; or between the look and cp's mkdir) falls to mktemp.
+	# is an image directory (umask 077: mkdir's 0700); a name taken (this pid's in another container
+	# sharing TMPDIR, or between the look and cp's mkdir) falls to mktemp.
 	# shellcheck disable=SC3067 # test -O is in dash, busybox ash and bash alike
-	if [ -n "${2:-}" ] && [ ! -e "$_made" ] && [ ! -L "$_made" ] && _link_copy "$2" "$_made" 077 &&
-		[ -d "$_made" ] && [ ! -L "$_made" ] && [ -O "$_made" ]; then
-		:
-	elif ! mkdir -m 0700 -- "$_made" 2>/dev/null; then
-		_made=$(mktemp -d "$_tmpdir/bake-$1.XXXXXX" 2>/dev/null) || _made=''
-	fi
+	{ [ -n "${2:-}" ] && [ ! -e "$_made" ] && [ ! -L "$_made" ] && _link_copy "$2" "$_made" 077 &&
+		[ -d "$_made" ] && [ ! -L "$_made" ] && [ -O "$_made" ]; } || mkdir -m 0700 -- "$_made" 2>/dev/null ||
+		_made=$(mktemp -d "$_tmpdir/bake-$1.XXXXXX" 2>/dev/null) || _made=
 	[ -n "$_made" ] && [ -d "$_made" ] || return 1
 	_jobnames=$_jobnames${_made##*/}$_nl
 }
 
 # --- proving a location served: its stamp
-
 _state_ok() { # $1 directory, $2 state: succeed when bake's state directory is there, real all the way
 	local part='' entry IFS=/
 	for entry in $2; do
@@ -395,13 +382,10 @@ _stamped() { # $1 directory, $2 consumer: succeed when its stamp (bake seed's, o
 	_state_of "$2" && _state_ok "$dir" "$_state" || return 1
 	_set_of "$2"
 	stamp=$dir/$_state/served.${_set%%"$_us"*}
-	if [ -f "$stamp.linked" ] && [ ! -L "$stamp.linked" ]; then
-		view=linked
-	elif [ -f "$stamp.copied" ] && [ ! -L "$stamp.copied" ]; then
-		view=copied
-	else
-		return 1
-	fi
+	for view in linked copied ''; do
+		[ -n "$view" ] || return 1
+		[ ! -f "$stamp.$view" ] || [ -L "$stamp.$view" ] || break
+	done
 	{
 		IFS= read -r root || return 1
 		while IFS= read -r line; do recorded=$recorded$line$_nl; done
@@ -426,7 +410,6 @@ _stamp() { # $1 directory, $2 consumer, $3 the directories' stat lines recorded 
 }
 
 # --- bake's Python: bake seed, next to this script or on PATH
-
 _find_bake() { # succeed when a bake can be run: sets _bake (the run's) to it, once
 	case $_bake in -) return 1 ;; ?*) return 0 ;; esac
 	case $0 in */*) if [ -f "${0%/*}/bake" ] && [ -x "${0%/*}/bake" ]; then _bake=${0%/*}/bake && return 0; fi ;; esac
@@ -461,13 +444,13 @@ _proved() { # $1 directory, $2 consumer, $3 --verify or empty: succeed when bake
 	_bake_seed "$1" "$2" --linked ${3:+"$3"} || status=$?
 	_signalled "$status"
 	[ "$status" -ne 0 ] || return 0
+	[ "$status" -ne 6 ] || _reason=${_line#served job-local: } # what is not served
 	[ -n "$3" ] || return 1
 	[ "$status" -eq 3 ] || _say "error: BAKE_VERIFY=1: $1: expected bake seed to hash what it serves, saw ${_line:-exit $status, and no bake next to bake-entrypoint or on PATH}; install bake, or unset BAKE_VERIFY; job not started"
 	exit 3
 }
 
 # --- the linked view: links into the image, in a constant number of processes
-
 _mkdirs() { # $1 directory, $2 consumer, $3 1 for bake's state too: each directory the linked view has
 	local dir="$1" entry IFS _recs _state
 	_records dir "$2"
@@ -497,19 +480,16 @@ _one_source() { # $1 consumer, $2 1 to allow alias links: sets _source to the on
 			[ -f "$_assets/$2" ] && [ ! -L "$_assets/$2" ] || return 1
 		count=$((count + 1))
 	done
-	[ -n "$_source" ] && _whole_dir "$_source" "$_recs" "$count" "$aliases"
-}
-
-_whole_dir() { # $1 an image directory, $2 place entries, $3 how many, $4 1 to allow alias links: succeed when the entries name its every file
-	local places="$2" count="$3" aliases="$4" entry
+	[ -n "$_source" ] || return 1
+	# And the directory holds no other file: each entry is placed, or an alias link where allowed.
 	set +f
-	set -- "$1"/* "$1"/.[!.]* "$1"/..?*
+	set -- "$_source"/* "$_source"/.[!.]* "$_source"/..?*
 	set -f
-	for entry do
+	for entry; do
 		{ [ -e "$entry" ] || [ -L "$entry" ]; } || continue # an unmatched glob
-		case $_nl$places in
+		case $_nl$_recs in
 		*"$_us${entry#"$_assets"/}$_us"*) count=$((count - 1)) ;;
-		*) [ -n "$aliases" ] && [ -L "$entry" ] || return 1 ;; # an alias link, where allowed
+		*) [ -n "$aliases" ] && [ -L "$entry" ] || return 1 ;;
 		esac
 	done
 	[ "$count" -eq 0 ]
@@ -517,8 +497,7 @@ _whole_dir() { # $1 an image directory, $2 place entries, $3 how many, $4 1 to a
 
 _link_copy() { # $1 an image directory, $2 a directory to make, $3 a umask for it or empty: make it, a link to each entry of $1, in one cp; fails where cp cannot
 	[ -z "$_cp_rs_failed" ] || return 1
-	# What `mkdir` then `ln -s` per entry would make, in one process: cp names each link's target
-	# SOURCE/NAME, and --no-preserve=mode gives the directory mkdir's mode (0777 less the umask).
+	# mkdir, then `ln -s` per entry, in one process: --no-preserve=mode gives mkdir's mode.
 	(
 		[ -z "$3" ] || umask "$3"
 		exec cp -r -s -T --no-preserve=mode -- "$1" "$2"
@@ -535,7 +514,7 @@ _linked_new() { # $1 a directory to make, whose parent exists, $2 consumer: make
 _in_place() { # $1 directory, $2 consumer, $3 `one` for one link only: succeed when its placements (no tree) are all there, or with `one` when one of its links is (bake made the directory); no process started
 	local dir="$1" one="${3:-}" entry IFS="$_nl" _recs
 	_records place "$2"
-	case $one$_nl$_recs in "$_nl"*"${_nl}tree$_us"*) return 1 ;; esac
+	case $one$_nl$_recs in "$_nl"*) case $_nl$_recs in *"${_nl}tree$_us"*) return 1 ;; esac ;; esac
 	for entry in $_recs; do
 		IFS=$_us
 		# shellcheck disable=SC2086 # HOW SOURCE DEST, split at IFS, with set -f on
@@ -552,51 +531,38 @@ _in_place() { # $1 directory, $2 consumer, $3 `one` for one link only: succeed w
 }
 
 _place() { # $1 directory, $2 consumer: make every placement; succeed when each made all it had to
-	local dir="$1" consumer="$2" entry all=0 IFS="$_nl" _recs
+	local dir="$1" consumer="$2" entry batch='' links='' all=0 IFS="$_nl" _recs
 	_records place "$consumer"
-	set --
 	for entry in $_recs; do
 		IFS=$_us
 		# shellcheck disable=SC2086 # HOW SOURCE DEST, split at IFS, with set -f on
-		set -- "$@" $entry
+		set -- $entry
 		IFS=$_nl
+		set -- "$1" "$_assets/$2" "$dir/$3" # HOW, the file in the image, where it is placed
+		if [ "$1" = link ] && { [ -e "$3" ] || [ -L "$3" ]; }; then
+			[ "$3" -ef "$2" ] || all=1
+		elif [ ! -e "$2" ]; then
+			all=1 _reason="$2, a baked file, missing from the image" # never a dangling link
+		elif [ "$1" = link ] && [ "${3##*/}" = "${2##*/}" ]; then
+			# One ln per directory: `ln -s A B DIR/` names each link after its target.
+			[ "${3%/*}" = "$batch" ] || { _ln_batch "$batch" "$links" || all=1; }
+			[ "${3%/*}" = "$batch" ] || links='' batch=${3%/*}
+			links=$links$2$_nl
+		elif [ "$1" = link ]; then
+			ln -s -T -- "$2" "$3" 2>/dev/null || all=1
+		elif [ "$1" = tree ]; then
+			cp -r -s -T -- "$2" "$3" 2>/dev/null || all=1
+		elif [ ! -e "$3" ] && [ ! -L "$3" ]; then
+			cp -- "$2" "$3" 2>/dev/null || all=1
+		fi
 	done
-	_place_each "$dir" "$@" || all=1
+	_ln_batch "$batch" "$links" || all=1
 	_records skip "$consumer"
 	set --
 	for entry in $_recs; do
 		[ ! -L "$dir/$entry" ] || set -- "$@" "$dir/$entry"
 	done
 	[ $# -eq 0 ] || rm -f -- "$@" 2>/dev/null || all=1
-	return "$all"
-}
-
-_place_each() { # $1 directory, then HOW SOURCE DEST for each placement: make them; fails when one was not made
-	local dir="$1" how from to batch='' links='' all=0
-	shift
-	while [ $# -ge 3 ]; do
-		how=$1 from=$_assets/$2 to=$dir/$3
-		shift 3
-		if [ "$how" = link ] && { [ -e "$to" ] || [ -L "$to" ]; }; then
-			[ "$to" -ef "$from" ] || all=1
-		elif [ ! -e "$from" ]; then
-			all=1 # a baked file missing from the image: never a dangling link
-		elif [ "$how" = link ] && [ "${to##*/}" = "${from##*/}" ]; then
-			# One ln per directory: `ln -s A B DIR/` names each link after its target.
-			if [ "${to%/*}" != "$batch" ]; then
-				_ln_batch "$batch" "$links" || all=1
-				links='' batch=${to%/*}
-			fi
-			links=$links$from$_nl
-		elif [ "$how" = link ]; then
-			ln -s -T -- "$from" "$to" 2>/dev/null || all=1
-		elif [ "$how" = tree ]; then
-			cp -r -s -T -- "$from" "$to" 2>/dev/null || all=1
-		elif [ ! -e "$to" ] && [ ! -L "$to" ]; then
-			cp -- "$from" "$to" 2>/dev/null || all=1
-		fi
-	done
-	_ln_batch "$batch" "$links" || all=1
 	return "$all"
 }
 
@@ -607,28 +573,20 @@ _ln_batch() { # $1 a directory, $2 image files, a line each: one ln for all of t
 	ln -s -- $2 "$1/" 2>/dev/null
 }
 
-_is_tree() { # $1 consumer: succeed when its linked view places a whole tree (more than a few files)
-	local _recs
-	_records place "$1"
-	case $_nl$_recs in *"${_nl}tree$_us"*) return 0 ;; esac
-	return 1
-}
-
 _linked() { # $1 directory, $2 consumer, $3 1 for a fresh job-local one: serve the linked view; returns a status
-	local dir="$1" marked='' stats='' _state _stats
+	local dir="$1" tree='' marked='' stats='' _state _stats _recs
 	_state_of "$2"
-	# A whole tree gets bake's marker and stamp (the few links of other consumers prove themselves,
-	# with no process started); a job-local directory never does.
-	if _is_tree "$2" && [ -z "$3" ]; then marked=1; fi
+	_records place "$2"
+	case $_nl$_recs in *"${_nl}tree$_us"*) tree=1 ;; esac
+	# A whole tree (not job-local) gets bake's marker and stamp; a few links prove themselves.
+	[ -z "$tree" ] || [ -n "$3" ] || marked=1
 	if [ -z "$marked" ] || [ ! -f "$dir/$_state/links" ]; then
-		# The marker first: a job starting beside this one, or this job's runner starting again
-		# with the variables it exported, sees a directory bake makes.
+		# The marker first: a job starting beside this one sees a directory bake makes.
 		_mkdirs "$dir" "$2" "$marked"
 		[ -z "$marked" ] || printf '' 2>/dev/null >>"$dir/$_state/links" || :
-		# A placement that made every link itself is its own proof; but a tree's cp links only the
-		# files the image has, so under BAKE_REQUIRE=1 bake proves that none is missing.
-		if _place "$dir" "$2" && { [ -z "$_require" ] || ! _is_tree "$2"; }; then
-			if [ -n "$marked" ]; then _dir_stats "$dir" "$2" linked && _stamp "$dir" "$2" "$_stats"; fi
+		# Every link made is its own proof; but cp -rs links only what the image has: BAKE_REQUIRE=1 proves it.
+		if _place "$dir" "$2" && { [ -z "$_require" ] || [ -z "$tree" ]; }; then
+			[ -z "$marked" ] || { _dir_stats "$dir" "$2" linked && _stamp "$dir" "$2" "$_stats"; }
 			return "$_SERVED"
 		fi
 	fi
@@ -638,8 +596,11 @@ _linked() { # $1 directory, $2 consumer, $3 1 for a fresh job-local one: serve t
 		[ -z "$marked" ] || _stamp "$dir" "$2" "$stats"
 		return "$_SERVED"
 	fi
-	_reason="a location that could not be created or written (read-only, or no permission), or whose baked files are not all in the image or not all proved"
-	[ -z "$3" ] || _reason="a job-local directory that could not be filled (no space in ${TMPDIR:-/tmp}?, or a baked file missing from the image)"
+	if [ -n "$3" ]; then
+		_reason="a job-local directory that could not be filled (${_reason:-no space in ${TMPDIR:-/tmp}?})"
+	else
+		_reason="a location that could not be created or written (${_reason:-read-only, or no permission})"
+	fi
 	return "$_CANNOT_MAKE"
 }
 
@@ -648,14 +609,13 @@ _empty() { # $1 directory, $2 state: succeed when it holds nothing but bake's ow
 	set +f
 	set -- "$1"/* "$1"/.[!.]* "$1"/..?*
 	set -f
-	for entry do
+	for entry; do
 		{ [ -e "$entry" ] || [ -L "$entry" ]; } || continue # an unmatched glob
 		[ "${entry##*/}" = "${state%%/*}" ] || return 1
 	done
 }
 
 # --- node storage: bake seed's, through its exit status and its one line
-
 _copied() { # $1 directory, $2 consumer: serve the copied view through bake seed; returns a status, the reason in _reason
 	local status=0 _line
 	set -- "$1" "$2"
@@ -663,30 +623,20 @@ _copied() { # $1 directory, $2 consumer: serve the copied view through bake seed
 	[ -z "$_verify" ] || set -- "$@" --verify
 	_bake_seed "$@" || status=$?
 	_signalled "$status"
+	_reason=${_line#*: }
 	case $status:$_line in
-	0:served:*)
-		[ -z "${_line#served: }" ] || _notes="$_notes; ${_line#served: }"
-		return "$_SERVED"
-		;;
-	[36]:"left as is: "*)
-		_reason=${_line#left as is: }
-		[ "$status" -eq 6 ] || [ -z "$_verify" ] || { _say "error: BAKE_VERIFY=1: $1: $_reason; job not started" && exit 3; }
-		return "$_KEEP"
-		;;
-	6:"served job-local: "*)
-		_reason=${_line#served job-local: }
-		return "$_MOVE"
-		;;
+	0:"served: "*) _notes="$_notes${_reason:+; $_reason}" && return "$_SERVED" ;;
+	6:"served job-local: "*) return "$_MOVE" ;;
+	6:"left as is: "*) ;;
+	3:"left as is: "*) [ -z "$_verify" ] || { _say "error: BAKE_VERIFY=1: $1: $_reason; job not started" && exit 3; } ;;
 	3:*) exit 3 ;; # BAKE_VERIFY=1: bake seed named the file that does not hash as baked
 	127:*) _reason="node storage, left as is: no bake next to bake-entrypoint or on PATH to copy into it safely (install bake)" ;;
 	*) _reason="node storage, left as is: bake seed could not run there (exit $status, see above)" ;;
 	esac
-	[ -z "$_verify" ] || { _say "error: BAKE_VERIFY=1: $1: $_reason; job not started" && exit 3; }
 	return "$_KEEP"
 }
 
 # --- serving a location
-
 _make_location() { # $1 a missing directory (or a dangling link), $2 consumer: make it as the job's own mkdir -p would; sets _kind to what its parent is on; returns _SERVED when made whole with its links, 5 when made, else a status
 	local dir="$1" up='' _mnt
 	_kind=''
@@ -735,26 +685,21 @@ _serve_at() { # $1 directory, $2 consumer: serve its files there; returns a stat
 		return
 	fi
 	_where "$1" "$2" || return
-	case $_view in
-	made) return "$_SERVED" ;;
-	copied)
+	[ "$_view" != made ] || return "$_SERVED"
+	[ "$_view" != copied ] || {
 		_copied "$1" "$2"
 		return
-		;;
-	esac
+	}
 	_linked "$1" "$2" '' || return
-	# A location bake did not just make may hold, beside its links, a file of the baked size
-	# at a baked name: under BAKE_VERIFY=1 the linked view is hashed as the copied view is.
+	# Under BAKE_VERIFY=1, hashed as the copied view is: a same-size file may sit beside the links.
 	[ -z "$_verify" ] || _proved "$1" "$2" --verify
 }
 
 _problem() { # $1 location, $2 expected, $3 seen, $4 what to do: one warning (error under BAKE_REQUIRE)
+	local kind=warning
 	_unserved=$((_unserved + 1))
-	if [ -n "$_require" ]; then
-		_say "error: $1: expected $2, saw $3; $4"
-	else
-		_say "warning: $1: expected $2, saw $3; $4"
-	fi
+	[ -z "$_require" ] || kind=error
+	_say "$kind: $1: expected $2, saw $3; $4"
 }
 
 _wanted() { # $1 consumer: sets _want to what a location of it should be, as messages say it
@@ -767,30 +712,31 @@ _wanted() { # $1 consumer: sets _want to what a location of it should be, as mes
 _view() { # $1 variable, $2 the directory it named, $3 SUB or empty, $4 consumer: sets _made to a job-local view of it (bake seed --view), or a fresh job-local directory where it holds nothing to keep in view
 	local status=0 _line _tmpdir
 	_made=''
-	if [ -d "$2" ] && ! _empty "$2" '' && _find_bake; then
+	if [ ! -d "$2" ] || _empty "$2" ''; then
+		_job_dir "$1" || return 1
+	elif ! _find_bake; then
+		_say "warning: $2: its other entries are not in view of the job-local \$$1 (no bake next to bake-entrypoint or on PATH to make a view of it); install bake"
+		_job_dir "$1" || return 1
+	else
 		_tmp
 		_bake_seed "$2" "$4" --view "$_tmpdir" --var "$1" --sub "$3" || status=$?
 		_signalled "$status"
 		case $status:$_line in 0:"view: "/*) _made=${_line#view: } ;; *) return 1 ;; esac
 		_jobnames=$_jobnames${_made##*/}$_nl
-	elif [ -d "$2" ] && ! _empty "$2" ''; then
-		_say "warning: $2: its other entries are not in view of the job-local \$$1 (no bake next to bake-entrypoint or on PATH to make a view of it); install bake"
-		_job_dir "$1" || return 1
-	else
-		_job_dir "$1" || return 1
 	fi
 	[ -z "$3" ] || mkdir -p -- "$_made/$3" 2>/dev/null
 }
 
-_merged() { # $1 variable, $2 node directory or empty, $3 consumer: sets _made to a job-local directory serving both
+_merged() { # $1 variable, $2 node directory or empty, $3 consumer: sets _made to a job-local directory serving both; fails with _reason
 	local _source
-	# With nothing to keep in view, a copy, as links, of the consumer's image directory, its alias
-	# links too (the same files by other names): one process where mkdir and ln are two.
+	_reason="no job-local directory under ${TMPDIR:-/tmp}"
+	# With nothing to keep in view, one cp of the consumer's image directory as links, aliases too.
 	if [ ! -d "${2:-}" ] && _one_source "$3" 1; then
 		_job_dir "$1" "$_source" || return 1
 	else
 		_view "$1" "${2:-}" '' "$3" || return 1
 	fi
+	_reason=''
 	_linked "$_made" "$3" 1 >/dev/null
 }
 
@@ -831,7 +777,7 @@ _moved() { # $1 variable just exported, $2 the loc ID that did: serve again each
 }
 
 _serve_export() { # $1 variable, $2 its directory or empty, $3 _serve_at's status, $4 consumer, $5 the reason: job-local for this job
-	local var="$1" _made _want
+	local var="$1" _made _want _reason
 	_wanted "$4"
 	if [ "$3" -eq "$_NOT_A_DIR" ]; then
 		_problem "$2" "$_want" "a file where a directory belongs, left alone" "remove that file, or unset $var to get a job-local directory"
@@ -839,7 +785,7 @@ _serve_export() { # $1 variable, $2 its directory or empty, $3 _serve_at's statu
 		_export "$var" "$_made"
 		[ -z "$2" ] || _notes="$_notes; $var=$_made (job-local, $2 left as is: $5)"
 	else
-		_problem "${2:-\$$var (unset)}" "$_want" "${2:+$5, and }no job-local directory under ${TMPDIR:-/tmp}" \
+		_problem "${2:-\$$var (unset)}" "$_want" "${2:+$5, and }$_reason" \
 			"make ${TMPDIR:-/tmp} writable, or point $var at a writable directory"
 	fi
 }
@@ -900,7 +846,6 @@ _serve_loc() { # $1 loc ID: serve it where its consumer looks, or report it
 }
 
 # --- BAKE_VERIFY: bake seed --verify hashes every baked file against SHA256SUMS first
-
 _verify() { # exit 3 (bake seed having named each file) unless every baked file hashes as SHA256SUMS says
 	local status=0
 	_find_bake || { _say "error: BAKE_VERIFY=1: expected bake next to bake-entrypoint or on PATH to hash $_assets against its SHA256SUMS, saw none; install bake, or unset BAKE_VERIFY; job not started" && exit 3; }
@@ -912,7 +857,6 @@ _verify() { # exit 3 (bake seed having named each file) unless every baked file 
 }
 
 # --- the end of the run
-
 _no_assets() { # $1 mode (run or env), then the command: nothing to serve; warn and run the job, or stop it
 	local mode="$1" what="BAKE_ASSETS=$_assets: expected the baked asset directory with its bake.serve, saw $_reason"
 	local fix="run the image that bake built, or set BAKE_ASSETS to its asset directory"
@@ -958,7 +902,6 @@ _serve_all() { # serve every loc of bake.serve, in its order
 }
 
 # --- BAKE_OFFLINE=1
-
 _offline_ok() { # $1 consumer, $2 variable, $3 value: succeed for a switch bake.offline may hold (SERVE_FORMAT.md)
 	case $1 in '' | [!A-Za-z0-9]* | *[!A-Za-z0-9._-]*) return 1 ;; esac
 	! _unsafe_var "$2" || return 1

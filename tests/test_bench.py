@@ -28,6 +28,7 @@ MEASURES = [
     "runner_line",
     "cold_pull",
     "changes",
+    "seeding",
 ]
 SECONDS = {
     "cold_fetch": [
@@ -44,6 +45,7 @@ SECONDS = {
     "fresh_builder": ["publish_seconds", "seconds"],
     "entrypoint": ["median_ms_entrypoint_true", "median_ms_entrypoint_true_unset", "median_ms_true"],
     "scale": ["digest_seconds", "seal_seconds", "harvest_seconds"],
+    "seeding": ["cp_seconds", "sha256sum_seconds", "floor_seconds", "bake_seconds", "ratio"],
 }
 SCALE_CASES = ("fresh", "empty", "served", "cp -rs", "node", "node served", "hub fresh", "hub served")
 ZERO_ASSET_BYTES = {

@@ -551,6 +551,34 @@ def test_a_wait_is_bounded_then_the_job_is_served_job_local(box: Box, slow: Path
     assert not list(data.glob(".bake/partial.*"))
 
 
+def test_the_common_paths_start_no_python(box: Box) -> None:
+    # A start where every location is served, and vLLM's runner line in a fresh job (its own
+    # XDG_CACHE_HOME and TMPDIR: linked views; a node cache an earlier job seeded: its stamp) run
+    # no bake at all.
+    node = box.root / "hf" / "tiktoken-rs-cache"
+    fill_data(node, TK_RS, stale=False)
+    earlier = box.run("true", TIKTOKEN_RS_CACHE_DIR=node)
+    assert earlier.returncode == 0 and "copied 2 file(s)" in earlier.stderr, earlier.stderr
+    calls = box.root / "bake-calls"
+    (box.bin / "bake").write_text(f'#!/bin/sh\necho "$*" >>"{calls}"\nexit 1\n')
+    served = {
+        "TIKTOKEN_RS_CACHE_DIR": node,
+        "TIKTOKEN_CACHE_DIR": box.root / "gym",
+        "NLTK_DATA": box.root / "nltk",
+    }
+    for job in ("a", "b"):
+        jobdir = box.root / "jobs" / job
+        (jobdir / "tmp").mkdir(parents=True)
+        (jobdir / "xdg").mkdir()
+        line = box.run(
+            "--print-env", TIKTOKEN_RS_CACHE_DIR=node, XDG_CACHE_HOME=jobdir / "xdg", TMPDIR=jobdir / "tmp"
+        )
+        assert line.returncode == 0 and "warning" not in line.stderr, line.stderr
+        again = box.run("true", **served)
+        assert again.returncode == 0 and "warning" not in again.stderr, again.stderr
+    assert not calls.exists(), calls.read_text()
+
+
 # --- job-local directories ---------------------------------------------------------
 
 
@@ -1231,6 +1259,78 @@ def test_help(box: Box) -> None:
 
     assert result.returncode == 0
     assert result.stdout.startswith("usage: bake-entrypoint")
+    # Its variables, each with what it does, and the exit codes before the job starts.
+    for variable in ("BAKE_ASSETS", "BAKE_VERIFY", "BAKE_REQUIRE", "BAKE_QUIET", "BAKE_SEED", "BAKE_OFFLINE"):
+        assert re.search(rf"^  {variable}\S* +\w", result.stdout, re.MULTILINE), variable
+    codes = result.stdout[result.stdout.index("Exit codes") :]
+    for code in ("0 served", "2 bad usage", "3 a file failed verification", "6 a location not served"):
+        assert code in codes, code
+
+
+def test_version_is_the_bake_it_ships_with(box: Box) -> None:
+    from bake import __version__
+
+    result = box.run("--version")
+
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"bake-entrypoint {__version__}\n", "")
+
+
+# --- a baked file missing from the image: exit 6 under BAKE_REQUIRE=1, never a dangling link --------
+
+
+def dangling(box: Box) -> list[str]:
+    """Every link the entrypoint could have made (in the box, outside the image) whose target is missing."""
+    links = (p for p in box.root.rglob("*") if p.is_symlink() and box.assets not in p.parents)
+    return [str(p) for p in links if not p.exists()]
+
+
+def delete_from_image(box: Box, rel: str) -> None:
+    (box.assets / rel).parent.chmod(0o755)
+    (box.assets / rel).unlink()
+
+
+@pytest.mark.parametrize("where", ["a fresh location", "job-local (variable unset)", "node storage"])
+@pytest.mark.parametrize("loc", [S3, TK_RS], ids=str)
+def test_a_baked_file_missing_from_the_image_is_exit_6_and_never_a_dangling_link(
+    box: Box, loc: Location, where: str
+) -> None:
+    missing = f"{loc.prefix}/{names(loc)[0]}"
+    delete_from_image(box, missing)
+    if where == "a fresh location":
+        env = point_at(loc, place(box, loc))
+    elif where == "node storage":
+        data = box.root / "volume" / (loc.sub or "data")
+        fill_data(data, loc, stale=False)
+        env = point_at(loc, data)
+    else:
+        env = {loc.var: None} if not loc.sub else {"HOME": box.root / "nohome"}
+
+    result = box.run(*marker_job(box), BAKE_REQUIRE=1, **env)
+
+    assert result.returncode == 6, result.stderr
+    assert not (box.root / "job-ran").exists()
+    assert dangling(box) == []
+    assert (
+        "BAKE_REQUIRE=1: 1 location(s)" in result.stderr or "BAKE_REQUIRE=1: 2 location(s)" in result.stderr
+    )
+    assert names(loc)[0] in result.stderr, result.stderr
+
+
+def test_a_file_missing_from_a_tree_placed_whole_is_exit_6(box: Box, tmp_path: Path) -> None:
+    # More than 16 files: the linked view is one cp -rsT of the image's tree, which links only what is
+    # there; under BAKE_REQUIRE=1 bake proves the tree file by file before it stamps it.
+    many = {f"nltk/corpora/many/{n:02d}.txt": content(f"many {n}", 100 + n) for n in range(20)}
+    assets = sealed(many, declared={"nltk": "$NLTK_DATA"})(tmp_path / "assets")
+    (assets / "nltk" / "corpora" / "many").chmod(0o755)
+    (assets / "nltk" / "corpora" / "many" / "07.txt").unlink()
+
+    served = box.run("env", BAKE_ASSETS=assets, NLTK_DATA=box.root / "nltk")
+    required = box.run(*marker_job(box), BAKE_ASSETS=assets, BAKE_REQUIRE=1, NLTK_DATA=box.root / "nltk-2")
+
+    assert served.returncode == 0  # without BAKE_REQUIRE=1 the job runs, and may download that one file
+    assert required.returncode == 6 and not (box.root / "job-ran").exists(), required.stderr
+    assert "corpora/many/07.txt" in required.stderr
+    assert dangling(box) == []
 
 
 @pytest.mark.parametrize(

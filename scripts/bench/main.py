@@ -32,6 +32,8 @@ One run measures, and prints as a table:
      add a small asset, bump a unit, change the requirements: the builder's wall time and re-run
      steps (BuildKit's rawjson), and the bytes an agent pulls (the registry's log), classic and
      containerd store, with the block after the slow steps and first (bench/changes.py);
+ 13. first seeding: twice the profile's file (1 GiB) copied into node storage by bake-entrypoint
+     (bake seed), beside its floor on the same disk: cp, then sha256sum of the copy (bench/seeding.py).
 --copied builds and pushes an image holding two units in each Dockerfile shape, each way, on both
 stores, and names each pushed layer's blob (bench/copied.py).
 --compare OLD measures 1, 7 and 10 (at 2 files) on commit OLD and on this checkout, interleaved, medians of
@@ -79,6 +81,7 @@ from bench.plot import draw
 from bench.report import machine, publish, verdicts
 from bench.runner_line import bench_runner_line
 from bench.scale import bench_scale
+from bench.seeding import bench_seeding
 
 PLOT = REPO / "docs/performance-scale.png"
 
@@ -127,6 +130,7 @@ def _measure(
             "entrypoint": bench_entrypoint(profile, src, work),
             "scale": bench_scale(profile, src, work),
             "runner_line": bench_runner_line(profile, src, work),
+            "seeding": bench_seeding(profile, src, work),
         }
         return {"measures": measures}
     root = work / "mirror"
@@ -141,6 +145,7 @@ def _measure(
     measures["entrypoint"] = bench_entrypoint(profile, src, work)
     measures["scale"] = bench_scale(profile, src, work)
     measures["runner_line"] = bench_runner_line(profile, src, work)
+    measures["seeding"] = bench_seeding(profile, src, work)
     measures["cold_pull"] = bench_cold_pull(profile, work / "cold-pull", logs)
     measures["changes"] = bench_changes(profile, src, work / "changes", logs, standin_registry)
     return {
@@ -183,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scale",
         action="store_true",
-        help="measures 7, 9 and 10 only (the entrypoint, at scale, the runner's line)",
+        help="measures 7, 9, 10 and 13 only (the entrypoint, at scale, the runner's line, a first seeding)",
     )
     parser.add_argument(
         "--compare",

@@ -283,6 +283,32 @@ def test_a_stopped_copiers_waiter_is_served_within_the_bound_and_the_copier_ends
     no_partial(node)
 
 
+# --- a full volume ---------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_a_volume_too_small_for_the_copy_is_left_as_is_and_the_job_served_job_local(box: Box) -> None:
+    volume = nolock.ext4_volume(box.root, 12 * 1024 * 1024, "small")  # room for less than the 24 MiB file
+    try:
+        node = volume / "hf" / "tiktoken-rs-cache"
+        node.mkdir(parents=True)
+        (node / "fleet-vocab").write_bytes(b"another job's vocab")
+
+        result = box.run("env", BAKE_REQUIRE=1, TIKTOKEN_RS_CACHE_DIR=node)
+
+        served = Path(job_env(result)["TIKTOKEN_RS_CACHE_DIR"])
+        assert served.parent == box.tmp, result.stderr  # re-pointed, for this job only
+        assert hashlib.sha256((served / NAME).read_bytes()).hexdigest() == SHA
+        assert (served / "fleet-vocab").read_bytes() == b"another job's vocab"  # the node's own, in view
+        assert "left as is: node storage that cannot be written (the copy: no space left on the device" in (
+            result.stderr
+        )
+        assert not (node / NAME).exists()
+        no_partial(node)
+    finally:
+        subprocess.run(["umount", "-l", str(volume)], capture_output=True, check=False)
+
+
 def test_the_shims_are_loaded_where_the_cases_need_them(box: Box, shims: dict[str, Path]) -> None:
     if box.shell.tool is None:
         return
