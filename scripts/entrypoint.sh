@@ -19,7 +19,7 @@ _tab='	'
 # What a head record's fields are joined by once read (a tab is IFS white space, which would merge
 # an empty field into the next): the unit separator, 0x1f, which no accepted field holds.
 _us=''
-# The bake this script ships with: bake/__init__.py's version (tests/test_entrypoint_functions.py).
+# The bake this script ships with: bake/__init__.py's version (tests/test_entrypoint.py keeps them equal).
 _VERSION=0.2.0
 # What _serve_at returns: served; cannot be made or written here (own filesystem); node storage
 # left as is, with a warning for ${VAR:-...}/SUB (BAKE_SEED=0, unwritable, no space, a bad copy, no

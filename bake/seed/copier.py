@@ -49,16 +49,15 @@ def copy_in(source: Path, loc_fd: int, where: str, partial: Partial, missing: li
     files = [r for r in missing if isinstance(r, servefile.File)]
     links = [r for r in missing if isinstance(r, servefile.Link)]
     with Beat(partial) as beat:
-        last = -1
         for number, record in enumerate(files):
-            last = _copy_one(source, record, partial, str(number), beat)
-            if len(files) > 1 or beat.taken_over.is_set():
-                os.close(last)
-        if len(files) == 1 and not beat.taken_over.is_set():
-            os.fsync(last)  # one file: its own fsync, not the whole filesystem's
-            os.close(last)
-        elif files:
-            atomic.sync_filesystem(partial.fd)
+            fd = _copy_one(source, record, partial, str(number), beat)
+            try:
+                if len(files) == 1:
+                    os.fsync(fd)  # one file: its own fsync, not the whole filesystem's
+            finally:
+                os.close(fd)
+        if len(files) > 1:
+            atomic.sync_filesystem(partial.fd)  # many: one sync for them all
         if beat.taken_over.is_set():
             raise TakenOver(beat.stood)
         problems = _install(loc_fd, where, partial, files) + _link(loc_fd, where, links)
