@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compare",
         metavar="OLD",
-        help="measures 1, 7, 10 (at 2 files) and 9 (at its most files) on commit OLD and this checkout, interleaved",
+        help="measures 1, 7, 10 (2 files) and 9 (its most files) on commit OLD and this checkout, in turn",
     )
     parser.add_argument(
         "--layers",
