@@ -82,18 +82,13 @@ _parse_args() { # "$@": sets _mode (_main's) to run or env; exits for --help, --
 	_mode=run
 	case ${1:-} in
 	--print-env)
-		if [ $# -ne 1 ]; then
-			_say "error: --print-env takes no command, saw '$2'; run the command after the runner line: bake_env=\$(bake-entrypoint --print-env) || exit; eval \"\$bake_env\""
-			exit 2
-		fi
+		[ $# -eq 1 ] || { _say "error: --print-env takes no command, saw '$2'; run the command after the runner line: bake_env=\$(bake-entrypoint --print-env) || exit; eval \"\$bake_env\"" && exit 2; }
 		_mode="env"
 		;;
 	-h | --help) _usage full && exit 0 ;;
 	--version) printf '%s\n' "bake-entrypoint $_VERSION" && exit 0 ;;
 	-*)
-		_say "error: unknown option '$1': expected --print-env, --help, --version or a command (exec cannot take one that starts with -); run it through sh -c"
-		_usage >&2
-		exit 2
+		_say "error: unknown option '$1': expected --print-env, --help, --version or a command (exec cannot take one that starts with -); run it through sh -c" && _usage >&2 && exit 2
 		;;
 	esac
 }
@@ -207,10 +202,9 @@ _load_record() { # $1 line: check what guards this script's evals and paths, add
 _load_serve() { # read the head of $_assets/bake.serve into _head; fails (with _reason) when it is missing or not v1
 	local line number=0 _record
 	_head=''
-	if [ ! -r "$_assets/bake.serve" ] || [ -d "$_assets/bake.serve" ]; then
-		if [ -d "$_assets" ]; then _reason="a directory without a readable bake.serve"; else _reason="nothing there"; fi
-		return 1
-	fi
+	_reason="nothing there"
+	[ ! -d "$_assets" ] || _reason="a directory without a readable bake.serve"
+	[ -r "$_assets/bake.serve" ] && [ ! -d "$_assets/bake.serve" ] || return 1
 	while IFS= read -r line || [ -n "$line" ]; do
 		number=$((number + 1))
 		if [ "$number" -eq 1 ]; then
@@ -424,6 +418,7 @@ _bake_seed() { # $1 location, $2 consumer, then bake seed's options: sets _line 
 	_find_bake || return 127
 	# exec: bake is this shell's own child, so that it dies with it (PR_SET_PDEATHSIG), killed by pid alone.
 	_line=$(exec "$_bake" seed --assets "$_assets" --consumer "$consumer" "$@" -- "$dir") || status=$?
+	_signalled "$status"
 	# Before its line, bake names each per-file line of bake.serve its reader refused: each once a start.
 	while :; do
 		case $_line in "refused$_tab"*"$_nl"*) ;; *) return "$status" ;; esac
@@ -442,9 +437,9 @@ _signalled() { # $1 a status: a signal that ended bake seed ends this start too
 _proved() { # $1 directory, $2 consumer, $3 --verify or empty: succeed when bake seed proves its linked view file by file (and hashes it: exit 3 where that fails)
 	local _line status=0
 	_bake_seed "$1" "$2" --linked ${3:+"$3"} || status=$?
-	_signalled "$status"
 	[ "$status" -ne 0 ] || return 0
 	[ "$status" -ne 6 ] || _reason=${_line#served job-local: } # what is not served
+	[ "$status" -ne 127 ] || _reason="no bake next to bake-entrypoint or on PATH to prove it file by file"
 	[ -n "$3" ] || return 1
 	[ "$status" -eq 3 ] || _say "error: BAKE_VERIFY=1: $1: expected bake seed to hash what it serves, saw ${_line:-exit $status, and no bake next to bake-entrypoint or on PATH}; install bake, or unset BAKE_VERIFY; job not started"
 	exit 3
@@ -622,7 +617,6 @@ _copied() { # $1 directory, $2 consumer: serve the copied view through bake seed
 	[ -n "$_seed" ] || set -- "$@" --no-copy
 	[ -z "$_verify" ] || set -- "$@" --verify
 	_bake_seed "$@" || status=$?
-	_signalled "$status"
 	_reason=${_line#*: }
 	case $status:$_line in
 	0:"served: "*) _notes="$_notes${_reason:+; $_reason}" && return "$_SERVED" ;;
@@ -720,7 +714,6 @@ _view() { # $1 variable, $2 the directory it named, $3 SUB or empty, $4 consumer
 	else
 		_tmp
 		_bake_seed "$2" "$4" --view "$_tmpdir" --var "$1" --sub "$3" || status=$?
-		_signalled "$status"
 		case $status:$_line in 0:"view: "/*) _made=${_line#view: } ;; *) return 1 ;; esac
 		_jobnames=$_jobnames${_made##*/}$_nl
 	fi

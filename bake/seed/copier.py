@@ -83,7 +83,7 @@ def _copy_one(source: Path, record: servefile.File, partial: Partial, name: str,
                 raise TakenOver(beat.stood)
 
         try:
-            digest, size = hashes.copy_hashed(src, dst, each=each)
+            digest, size = hashes.copy_hashed(src, dst, size=record.size, each=each)
         except BaseException:
             os.close(dst)
             raise
