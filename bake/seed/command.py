@@ -16,8 +16,10 @@ Before the line, ``refused<TAB>N<TAB>RULE`` for each per-file line of bake.serve
 (the entrypoint reads only the file's head, so these are the only reports of them).
 
 Other modes, for the entrypoint's other Python steps: ``--verify`` with no LOCATION checks the
-asset directory against SHA256SUMS; ``--linked --verify`` hashes a linked view; ``--view TMPDIR
---var VAR [--sub SUB]`` makes a job-local view of LOCATION and prints ``view: PATH``.
+asset directory against SHA256SUMS (3 naming each file that fails); ``--linked`` proves a linked
+view file by file (0 ``served: …``, or 6 ``served job-local: NAME is …``), and hashes it with
+``--verify``; ``--view TMPDIR --var VAR [--sub SUB]`` makes a job-local view of LOCATION and prints
+``view: PATH`` (0).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--consumer", metavar="NAME", help="the consumer whose files LOCATION serves (bake.serve)")
     p.add_argument("--no-copy", action="store_true", help="prove only, never copy (BAKE_SEED=0)")
     p.add_argument("--verify", action="store_true", help="also hash what LOCATION serves (BAKE_VERIFY=1)")
-    p.add_argument("--linked", action="store_true", help="LOCATION is a linked view: with --verify, hash it")
+    p.add_argument("--linked", action="store_true", help="LOCATION is a linked view: prove it file by file")
     p.add_argument(
         "--view", type=Path, metavar="TMPDIR", help="make a job-local view of LOCATION under TMPDIR"
     )
