@@ -46,7 +46,12 @@ LAYERS = {
         "bake.offline",
     ],
     "the Hub's table and cache layout": ["bake.hub.schema", "bake.hub.layout", "bake.hub.scan"],
-    "the manifest and the consumer table": ["bake.locations", "bake.consumers", "bake.manifest"],
+    "the manifest and the consumer table": [
+        "bake.locations",
+        "bake.vllm_assets",
+        "bake.consumers",
+        "bake.manifest",
+    ],
     "the cache and the fetch engine": [
         "bake.cache",
         "bake.fetch.options",
@@ -69,6 +74,7 @@ LAYERS = {
         "bake.fetch",
     ],
     "the destination: its index, the seal, verification": ["bake.index", "bake.seal", "bake.verify"],
+    "the JSON report of fetch, verify, doctor and harvest --diff": ["bake.report"],
     "the commands: editing a manifest (bake add, a file or a Hub repository)": [
         "bake.manifestedit",
         "bake.add",
@@ -83,6 +89,7 @@ LAYERS = {
         "bake.context",
         "bake.registry",
         "bake.layers",
+        "bake.served",
         "bake.assets_image",
         "bake.dockerfile",
         "bake.pin",
@@ -119,7 +126,7 @@ LAYERS = {
         "bake.seed.seeder",
         "bake.seed.command",
     ],
-    "the command line": ["bake.cli", "bake.__main__"],
+    "the command line": ["bake.usage", "bake.cli", "bake.__main__"],
 }
 ORDER = [module for layer in LAYERS.values() for module in layer]
 

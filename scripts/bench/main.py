@@ -32,8 +32,11 @@ One run measures, and prints as a table:
      add a small asset, bump a unit, change the requirements: the builder's wall time and re-run
      steps (BuildKit's rawjson), and the bytes an agent pulls (the registry's log), classic and
      containerd store, with the block after the slow steps and first (bench/changes.py);
- 13. first seeding: twice the profile's file (1 GiB) copied into node storage by bake-entrypoint
+ 15. first seeding: twice the profile's file (1 GiB) copied into node storage by bake-entrypoint
      (bake seed), beside its floor on the same disk: cp, then sha256sum of the copy (bench/seeding.py).
+--round-trips [OLD] runs measure 13 alone: the registry requests and round trips of `bake publish` and
+`bake pin` per unit, through a proxy that delays each request (bench/round_trips.py); with OLD, on that
+commit's bake too, side by side.
 --copied builds and pushes an image holding two units in each Dockerfile shape, each way, on both
 stores, and names each pushed layer's blob (bench/copied.py).
 --compare OLD measures 1, 7, 10 (at 2 files) and 9 (fresh and served, at its most files) on commit OLD and
@@ -79,6 +82,7 @@ from bench.files import bench_manifest, generate, snapshot
 from bench.layers import bench_cold_pull
 from bench.plot import draw
 from bench.report import machine, publish, verdicts
+from bench.round_trips import bench_round_trips, round_trips_table
 from bench.runner_line import bench_runner_line
 from bench.scale import bench_scale
 from bench.seeding import bench_seeding
@@ -188,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scale",
         action="store_true",
-        help="measures 7, 9, 10 and 13 only (the entrypoint, at scale, the runner's line, a first seeding)",
+        help="measures 7, 9, 10 and 15 only (the entrypoint, at scale, the runner's line, a first seeding)",
     )
     parser.add_argument(
         "--compare",
@@ -208,6 +212,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="which blob a unit's layer has in an image that uses it, per Dockerfile shape, push and store",
     )
+    parser.add_argument(
+        "--round-trips",
+        nargs="?",
+        const="",
+        metavar="OLD",
+        help="measure 13 only: registry requests and round trips of publish and pin; OLD: that commit's too",
+    )
     parser.add_argument("--plot", type=Path, help=f"draw measure 9 here (the full profile: {PLOT})")
     args = parser.parse_args(argv)
     profile = SMOKE if args.smoke else FULL
@@ -223,6 +234,15 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps({"profile": profile.name, "machine": machine(), **found}, indent=2) + "\n"
         )
         print(compare_table(found))
+        return 0
+    if args.round_trips is not None:
+        work = Path(tempfile.mkdtemp(prefix="bake-bench-"))
+        (work / "logs").mkdir()
+        found = bench_round_trips(work, work / "logs", args.round_trips or None)
+        shutil.rmtree(work)
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"machine": machine(), **found}, indent=2) + "\n")
+        print(round_trips_table(found))
         return 0
     layers_only = "pull" if args.pull else "layers" if args.layers else ""
     if args.copied:

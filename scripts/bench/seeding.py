@@ -1,4 +1,4 @@
-"""Measure 13: a first seeding of a large file into node storage, side by side with its floor.
+"""Measure 15: a first seeding of a large file into node storage, side by side with its floor.
 
 The floor is what any seeding must do on the same disk: read the baked file, write it, and prove
 the copy: ``cp`` of it, then ``sha256sum`` of the copy. bake seeds through the entrypoint
@@ -44,7 +44,7 @@ def _timed(argv: list[str], **kwargs: object) -> float:
 
 
 def bench_seeding(profile: Profile, src: Path, work: Path) -> dict:
-    """Measure 13 (1 GiB in the full profile: twice its file). Returns the medians and their ratio."""
+    """Measure 15 (1 GiB in the full profile: twice its file). Returns the medians and their ratio."""
     root = work / "seeding"
     (root / "sources").mkdir(parents=True)
     size = 2 * profile.size
@@ -111,10 +111,10 @@ def _asset(path: Path, size: int) -> str:
 
 
 def seeding_row(m: dict) -> tuple:
-    """Row 13 of the verdicts."""
+    """Row 15 of the verdicts."""
     s = m["seeding"]
     return (
-        "13. first seeding",
+        "15. first seeding",
         f"{s['size_bytes'] / MIB:.0f} MiB into node storage through bake-entrypoint (bake seed), median "
         f"of {s['rounds']}: {s['bake_seconds']:.2f} s, against the floor on the same disk "
         f"{s['floor_seconds']:.2f} s (cp {s['cp_seconds']:.2f} s + sha256sum of the copy "
