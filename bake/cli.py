@@ -996,6 +996,7 @@ _FETCHING = (
 ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "add": _FETCHING,
     "harvest": ("BAKE_MANIFEST", "BAKE_ASSETS"),
+    "seed": ("BAKE_ASSETS",),
     "fetch": _FETCHING,
     "verify": ("BAKE_MANIFEST",),
     "manifest": ("BAKE_MANIFEST",),

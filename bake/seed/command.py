@@ -50,15 +50,24 @@ def options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--assets", type=Path, help=f"the asset directory (default $BAKE_ASSETS or {DEFAULT_ASSETS})"
     )
-    p.add_argument("--consumer", metavar="NAME", help="the consumer whose files LOCATION serves (bake.serve)")
+    p.add_argument(
+        "--consumer",
+        metavar="NAME",
+        help="the consumer whose files LOCATION serves (bake.serve); required with LOCATION, no default",
+    )
     p.add_argument("--no-copy", action="store_true", help="prove only, never copy (BAKE_SEED=0)")
     p.add_argument("--verify", action="store_true", help="also hash what LOCATION serves (BAKE_VERIFY=1)")
     p.add_argument("--linked", action="store_true", help="LOCATION is a linked view: prove it file by file")
     p.add_argument(
-        "--view", type=Path, metavar="TMPDIR", help="make a job-local view of LOCATION under TMPDIR"
+        "--view",
+        type=Path,
+        metavar="TMPDIR",
+        help="make a job-local view of LOCATION under TMPDIR (default: seed LOCATION itself)",
     )
-    p.add_argument("--var", help="with --view: the variable the view is for")
-    p.add_argument("--sub", default="", help="with --view: the consumer's SUB under LOCATION")
+    p.add_argument("--var", help="with --view: the variable the view is for (default: none named)")
+    p.add_argument(
+        "--sub", default="", help="with --view: the consumer's SUB under LOCATION (default: LOCATION itself)"
+    )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
