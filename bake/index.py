@@ -117,6 +117,8 @@ def read_sums(dest: Path) -> list[tuple[str, str]]:
     if not entries:
         raise ValueError("holds no checksum line: expected one per baked file")
     return entries
+
+
 def _listed(names: list[str]) -> str:
     return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
