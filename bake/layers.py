@@ -1,15 +1,24 @@
 """Asset units and their layers: one content-addressed ``FROM scratch`` image per unit, plus an index.
 
-A **unit** is one asset; or a Hub repository at a commit (the blobs of that entry); or the assets
-that share a manifest ``layer = "NAME"`` key. Its image holds one layer: the unit's files at their
-in-image paths under ``/opt/bake/assets``, with the directories above them. The layer's bytes
-depend on that unit alone, so it is byte-identical whatever else the manifest holds, and its tag
-(``unit-<name>-<key>``, the key the sha256 of the unit's paths, sizes and sha256s) is known from
-the manifest before anything is fetched.
+A **unit** is one asset; or the assets that share a manifest ``layer = "NAME"`` key; or, for the
+Hub, one of two kinds:
+
+- a **Hub file at or above the threshold** (``HUB_FILE_THRESHOLD``, or the manifest's ``[units]
+  hub_file_threshold``) is a unit of its own, keyed by its content: its sha256 and its blob paths
+  (``hub/<repo folder>/blobs/<etag>``). The same bytes under two commits of one repository are
+  one path, so one unit; under two repositories, two paths of one unit, whose layer carries the
+  bytes once and hard-links the second path to the first;
+- the **repository's own unit** (``hub.<repo folder>``) holds the rest of that repository: its
+  small blobs, and the snapshot links, refs and tree listings seal writes for each of its commits.
+
+Its image holds one layer: the unit's paths under ``/opt/bake/assets``, with the directories above
+them. The layer's bytes depend on that unit alone, so it is byte-identical whatever else the
+manifest holds, and its tag (``unit-<name>-<key>``, the key the sha256 of the unit's paths and
+what each holds) is known from the manifest before anything is fetched.
 
 The **index** is everything else the sealed tree holds: ``bake.lock.json``, ``SHA256SUMS``,
-``bake.serve``, ``bake.offline``, the alias links, the Hub's snapshot links, refs and listings,
-and every directory. It is the one layer every manifest change touches.
+``bake.serve``, ``bake.offline``, the consumers' alias links and every directory. It is the one
+layer every manifest change touches.
 
 Layers are written here, byte for byte (sorted members, owner 0:0, the tree's own modes and fixed
 mtimes), and compressed by how well the unit compresses: a sample that zlib cannot shrink by
@@ -33,8 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bake.asset import Asset
-from bake.errors import BuildError, UsageError
+from bake.errors import BuildError, ManifestError
 from bake.hashes import sha256_file
+from bake.hub import layout as hub_layout
+from bake.manifest import HUB_FILE_THRESHOLD, as_manifest
+from bake.units import shown_size
 
 ROOT = "opt/bake/assets"
 UNIT_PREFIX = "unit-"
@@ -45,9 +57,11 @@ UNIT_TAG = re.compile(rf"{UNIT_PREFIX}(?P<name>[A-Za-z0-9_.-]+)-(?P<key>[0-9a-f]
 # measured on this engine (26.1.5), 127 run and 128 fail "max depth exceeded", since a container
 # stacks two layers of its own on the image's (BuildKit still builds 129). The base's layers count.
 ENGINE_LAYERS = 127
-# The layers a selection may make before bake warns: half of ENGINE_LAYERS, so the base image (a
-# ROCm image has dozens) and the image's own steps keep the other half.
+# The layers a selection's block makes at most: half of ENGINE_LAYERS, so the base image (a ROCm
+# image has dozens) and the image's own steps keep the other half. Past it, bake packs (fit_budget).
 LAYER_BUDGET = 64
+# The unit the smallest units become, together, when a selection makes more layers than the budget.
+PACK = "pack"
 # Store a layer uncompressed when a sample compresses to more than this share of its size.
 STORE_ABOVE = 0.95
 SAMPLE_CHUNKS, SAMPLE_CHUNK = 16, 1 << 20
@@ -60,11 +74,19 @@ _ARCH = {"x86_64": "amd64", "aarch64": "arm64", "ppc64le": "ppc64le", "s390x": "
 
 @dataclass(frozen=True)
 class Unit:
-    """One unit: its name (in its tag), its key (sha256 of its entries) and its assets' paths."""
+    """One unit: its name (in its tag), its key (sha256 of its entries) and the paths its layer holds.
+
+    ``paths`` are relative to the asset root: assets, and the Hub's snapshot links, refs and tree
+    listings. ``hardlinks`` pairs a path with the path whose bytes it shares (a Hub file in two
+    repositories): the layer holds those bytes once. ``size`` is the bytes the layer carries, None
+    when a file's size is not in the manifest.
+    """
 
     name: str
     key: str
     paths: tuple[str, ...]
+    hardlinks: tuple[tuple[str, str], ...] = ()
+    size: int | None = None
 
     @property
     def tag(self) -> str:
@@ -79,26 +101,62 @@ def _short(name: str) -> str:
     return f"{name[: MAX_NAME - 9]}.{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
-def unit_name(asset: Asset) -> str:
-    """The unit an asset belongs to: ``layer.NAME``, ``hub.<repo folder>.<commit 12>``, or ``asset.NAME``."""
+def repository_unit(folder: str) -> str:
+    """The name of a Hub repository's own unit: ``hub.<repo folder>``."""
+    return _short(f"hub.{folder}")
+
+
+def unit_name(asset: Asset, threshold: int = HUB_FILE_THRESHOLD) -> str:
+    """The unit an asset belongs to: ``layer.NAME``, ``hub.blob.<sha256 16>`` (a Hub file at or above
+    ``threshold``), its repository's ``hub.<repo folder>``, or ``asset.NAME``."""
     if asset.layer:
         return f"layer.{asset.layer}"
-    if asset.hub is not None and asset.hub.uses:
-        return _short(f"hub.{asset.hub.folder}.{asset.hub.uses[0][0].commit[:12]}")
+    if asset.hub is not None:
+        if asset.size is not None and asset.size >= threshold:
+            return f"hub.blob.{asset.sha256[:16]}"
+        return repository_unit(asset.hub.folder)
     return _short(f"asset.{asset.name}")
 
 
 def units_of(assets: Iterable[Asset]) -> tuple[Unit, ...]:
-    """Return the selection's units in manifest order (each where its first asset is)."""
-    members: dict[str, list[Asset]] = {}
-    for asset in assets:
-        members.setdefault(unit_name(asset), []).append(asset)
-    units = []
-    for name, held in members.items():
-        entries = sorted(({"path": a.path, "sha256": a.sha256, "size": a.size} for a in held), key=str)
-        key = hashlib.sha256(json.dumps(entries, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-        units.append(Unit(name, key, tuple(sorted(a.path for a in held))))
-    return tuple(units)
+    """Return the selection's units: each asset's and ``layer`` group's where its first asset is, in
+    manifest order; then the Hub files that are units of their own; then each Hub repository's own
+    unit. The small units that a bump changes come last, so an agent on the classic image store,
+    which pulls again every layer above a changed one, pulls no large file again for a bump."""
+    manifest = as_manifest(assets)
+    threshold = manifest.hub_file_threshold
+    members: dict[str, dict[str, dict]] = {}
+    repositories: dict[str, dict[str, dict]] = {}
+    by_content: dict[str, str] = {}  # a Hub file's unit -> the sha256 it holds
+    for asset in manifest:
+        name = unit_name(asset, threshold)
+        record = {"sha256": asset.sha256, "size": asset.size}
+        if asset.hub is not None and name == repository_unit(asset.hub.folder):
+            repositories.setdefault(name, {})[asset.path] = record
+            continue
+        if asset.hub is not None and by_content.setdefault(name, asset.sha256) != asset.sha256:
+            # Its layer hard-links every path to the first: one name must never hold two contents.
+            raise ManifestError(
+                f"asset {asset.name!r}: sha256 {asset.sha256} and {by_content[name]} (another Hub file) "
+                f"share the first 16 hex digits that name unit {name}; two files made to collide so "
+                "are not what a manifest pins by accident: check where both repositories came from"
+            )
+        members.setdefault(name, {})[asset.path] = record
+    for entry in manifest.hub_entries:
+        repositories.setdefault(repository_unit(entry.folder), {}).update(hub_layout.unit_records(entry))
+    return tuple(_unit(name, held, name in by_content) for name, held in {**members, **repositories}.items())
+
+
+def _unit(name: str, held: dict[str, dict], by_content: bool) -> Unit:
+    """The unit ``name`` holding ``held`` (path -> what it holds); ``by_content``: its files hold one
+    content, stored once (the first path) and hard-linked at the others."""
+    entries = sorted(({"path": path, **record} for path, record in held.items()), key=str)
+    key = hashlib.sha256(json.dumps(entries, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    paths = tuple(sorted(held))
+    hardlinks = tuple((path, paths[0]) for path in paths[1:]) if by_content else ()
+    sizes = [held[path].get("size", 0) for path in paths[: 1 if by_content else None]]
+    size = None if None in sizes else sum(sizes)
+    return Unit(name, key, paths, hardlinks, size)
 
 
 def layer_count(units: Sequence[Unit]) -> int:
@@ -106,16 +164,43 @@ def layer_count(units: Sequence[Unit]) -> int:
     return len(units) + 1
 
 
-def check_layer_budget(units: Sequence[Unit]) -> str | None:
-    """Return a warning when ``units`` make more than LAYER_BUDGET layers; None when they fit.
+def packed(units: Sequence[Unit], budget: int) -> tuple[tuple[Unit, ...], tuple[Unit, ...]]:
+    """Return ``units`` as a block of at most ``budget`` layers (layer_count), and the units packed
+    together to get there (none when they fit).
 
-    Raises UsageError when they make more than ENGINE_LAYERS less one (the least a base adds), so
-    that no image holding them could run: ``manifest check``, ``publish`` and ``pin`` say so before
-    anything is built, not the engine at build or run time ("max depth exceeded").
+    Past the budget, the smallest units (by the bytes they carry; a unit of unknown size counts as
+    the largest; ties by name) become one unit, ``pack``, last among the units: the same units
+    always give the same block. Its key names its members' names and keys, so it changes with any.
     """
-    count = layer_count(units)
-    if count <= LAYER_BUDGET:
-        return None
+    over = layer_count(units) - budget
+    if over <= 0:
+        return tuple(units), ()
+    chosen = sorted(units, key=lambda u: (u.size is None, u.size or 0, u.name))[: over + 1]
+    members = sorted([u.name, u.key] for u in chosen)
+    key = hashlib.sha256(json.dumps(members, separators=(",", ":")).encode()).hexdigest()
+    sizes = [u.size for u in chosen]
+    pack = Unit(
+        PACK,
+        key,
+        tuple(sorted(path for u in chosen for path in u.paths)),
+        tuple(sorted(link for u in chosen for link in u.hardlinks)),
+        None if None in sizes else sum(s or 0 for s in sizes),
+    )
+    left = tuple(u for u in units if u not in chosen)
+    return (*left, pack), tuple(chosen)
+
+
+def fit_budget(units: Sequence[Unit]) -> tuple[tuple[Unit, ...], str | None]:
+    """Return the block of ``units``: themselves when they make at most LAYER_BUDGET layers
+    (layer_count), else with the smallest packed into one (``packed``); and what was packed, to say
+    (None when nothing was). ``manifest check``, ``publish`` and ``pin`` all take this block, so a
+    selection never makes more layers than the budget, which leaves the base its room.
+    """
+    block, chosen = packed(units, LAYER_BUDGET)
+    if not chosen:
+        return block, None
+    sizes = [u.size for u in chosen]
+    carried = "of unknown size" if None in sizes else shown_size(sum(s or 0 for s in sizes))
     singles = [u.paths[0].partition("/")[0] for u in units if u.name.startswith("asset.")]
     top = max(set(singles), key=singles.count, default=None)
     hint = (
@@ -123,17 +208,15 @@ def check_layer_budget(units: Sequence[Unit]) -> str | None:
         if top is not None and singles.count(top) > 1
         else ""
     )
-    what = (
-        f"the selection makes {count} image layers ({len(units)} units and the index); an image runs on "
-        f"at most {ENGINE_LAYERS} layers under overlay2, the base image's own included"
+    note = (
+        f"the selection makes {layer_count(units)} image layers ({len(units)} units and the index), and "
+        f"bake keeps to {LAYER_BUDGET} so the base image keeps room (an image runs on at most "
+        f"{ENGINE_LAYERS} under overlay2): the {len(chosen)} smallest units ({carried}) are packed into "
+        f"one, {PACK}, which a change to any of them ships whole; to choose the groups yourself, give "
+        f'small assets that change together layer = "NAME"{hint}, or select fewer with --group '
+        '(docs/building.md, "Layer limits")'
     )
-    todo = (
-        f'give small assets that change together one unit with layer = "NAME" in their [[asset]] '
-        f'tables{hint}, or select fewer with --group (docs/building.md, "Layer limits")'
-    )
-    if count > ENGINE_LAYERS - 1:
-        raise UsageError(f"{what}, so no image holding them could run: {todo}")
-    return f"warning: {what}, and bake keeps to {LAYER_BUDGET} to leave the base room: {todo}"
+    return block, note
 
 
 @dataclass(frozen=True)
@@ -181,8 +264,8 @@ def _normal(member: tarfile.TarInfo) -> tarfile.TarInfo:
 def split(tree: Path, units: Sequence[Unit], out: Path) -> tuple[dict[str, Path], Path]:
     """Split the sealed tree's tar (the ``assets`` stage) into one tar per unit and the index's.
 
-    Returns {unit name: tar path} and the index's tar path. Raises BuildError when an asset path
-    of a unit is not a file in the tree.
+    Returns {unit name: tar path} and the index's tar path. Raises BuildError when a path of a
+    unit is not in the tree.
     """
     owner = {f"{ROOT}/{path}": unit.name for unit in units for path in unit.paths}
     with tarfile.open(tree) as src:
@@ -190,7 +273,7 @@ def split(tree: Path, units: Sequence[Unit], out: Path) -> tuple[dict[str, Path]
         missing = sorted(name for name in owner if name not in members)
         if missing:
             raise BuildError(
-                f"the sealed tree lacks {len(missing)} asset file(s) its units name, first {missing[0]!r}; "
+                f"the sealed tree lacks {len(missing)} path(s) its units name, first {missing[0]!r}; "
                 "the assets stage did not build what the manifest selects: rebuild it"
             )
         dirs = sorted(name for name, m in members.items() if m.isdir())
@@ -201,7 +284,8 @@ def split(tree: Path, units: Sequence[Unit], out: Path) -> tuple[dict[str, Path]
             files = [f"{ROOT}/{path}" for path in unit.paths]
             parents = {p for name in files for p in _parents(name)}
             names = sorted(p for p in parents if p in members) + files
-            layers[unit.name] = _write(src, members, names, out / f"{unit.name}.tar")
+            same = {f"{ROOT}/{path}": f"{ROOT}/{first}" for path, first in unit.hardlinks}
+            layers[unit.name] = _write(src, members, names, out / f"{unit.name}.tar", same)
     return layers, index
 
 
@@ -210,12 +294,22 @@ def _parents(name: str) -> Iterable[str]:
     return ("/".join(parts[:i]) for i in range(1, len(parts)))
 
 
-def _write(src: tarfile.TarFile, members: dict[str, tarfile.TarInfo], names: list[str], path: Path) -> Path:
+def _write(
+    src: tarfile.TarFile,
+    members: dict[str, tarfile.TarInfo],
+    names: list[str],
+    path: Path,
+    same: dict[str, str] | None = None,
+) -> Path:
+    """Write ``names`` from ``src`` to the tar ``path``; each name in ``same`` as a hard link to the
+    name it maps to (written before it: the two hold the same verified bytes)."""
     with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as tar:
         for name in names:
             member = members[name]
             info = _normal(member)
-            if member.islnk():
+            if same and name in same:
+                info.type, info.linkname, info.size = tarfile.LNKTYPE, same[name], 0
+            elif member.islnk():
                 # A hard link into another unit's file would tie the two layers: store the bytes.
                 target = src._find_link_target(member)
                 info.type, info.linkname, info.size = tarfile.REGTYPE, "", target.size

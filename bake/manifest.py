@@ -21,11 +21,17 @@ from bake.hub.entry import HubEntry
 from bake.paths import check_path, parents
 from bake.text import escape, has_control
 from bake.tomlkeys import expect_mapping, refuse_unknown_keys, with_suggestion
+from bake.units import MIB
 from bake.urls import check_url
 
 DEFAULT_MANIFEST = "docker/assets.toml"
 
 _ALLOWED_KEYS = {"name", "path", "sha256", "urls", "size", "groups", "layer"}
+# The ``[units]`` table: how the selection is cut into units (bake.layers), never what is baked.
+_UNITS_KEYS = {"hub_file_threshold"}
+# A Hub file this large or larger is a unit, a layer, of its own (bake.layers; docs/building.md has
+# the measurement it came from: what one more layer costs an agent, against the bytes a bump re-ships).
+HUB_FILE_THRESHOLD = 16 * MIB
 _REQUIRED_KEYS = ("name", "path", "sha256", "urls")
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -64,12 +70,20 @@ class Manifest:
     assets: tuple[Asset, ...]
     declared: tuple[consumers.Consumer, ...] = ()
     hub_entries: tuple[HubEntry, ...] = ()
+    # ``[units] hub_file_threshold``: a Hub file this large or larger is a unit of its own.
+    hub_file_threshold: int = HUB_FILE_THRESHOLD
 
     @classmethod
-    def of(cls, assets: Iterable[Asset], declared: Iterable[consumers.Consumer] = ()) -> Manifest:
+    def of(
+        cls,
+        assets: Iterable[Asset],
+        declared: Iterable[consumers.Consumer] = (),
+        hub_file_threshold: int = HUB_FILE_THRESHOLD,
+    ) -> Manifest:
         """Return the manifest of ``assets``, with the Hub entries every blob of which is among them."""
         assets = tuple(assets)
-        return cls(assets, tuple(declared), tuple(hub_schema.selected_entries(assets)))
+        entries = tuple(hub_schema.selected_entries(assets))
+        return cls(assets, tuple(declared), entries, hub_file_threshold)
 
     def __iter__(self) -> Iterator[Asset]:
         return iter(self.assets)
@@ -249,13 +263,14 @@ def parse_manifest(
     Raises ManifestError for any broken rule, naming the asset or consumer.
     """
     data = _load_toml(text, source)
-    extra = sorted(set(data) - {"asset", "consumer", "hub"})
+    extra = sorted(set(data) - {"asset", "consumer", "hub", "units"})
     if extra:
         raise ManifestError(
             f"{source}: unknown top-level key(s) "
-            f"{', '.join(with_suggestion(k, ('asset', 'consumer', 'hub')) for k in extra)}; "
-            "only [[asset]], [[consumer]] and [[hub]] tables are allowed"
+            f"{', '.join(with_suggestion(k, ('asset', 'consumer', 'hub', 'units')) for k in extra)}; "
+            "only [[asset]], [[consumer]] and [[hub]] tables and one [units] table are allowed"
         )
+    threshold = _units_table(data.get("units"), source)
     declared = [
         consumers.parse_consumer(raw, i) for i, raw in enumerate(_array_of_tables(data, "consumer", source))
     ]
@@ -278,7 +293,22 @@ def parse_manifest(
                 )
             seen[key] = asset.name
     _check_path_prefixes(assets)
-    return Manifest.of(assets, declared)
+    return Manifest.of(assets, declared, threshold)
+
+
+def _units_table(raw: object, source: str) -> int:
+    """The ``[units]`` table's ``hub_file_threshold`` in bytes (HUB_FILE_THRESHOLD when absent)."""
+    if raw is None:
+        return HUB_FILE_THRESHOLD
+    where = f"{source}: [units]"
+    refuse_unknown_keys(expect_mapping(raw, where), _UNITS_KEYS, where)
+    threshold = raw.get("hub_file_threshold", HUB_FILE_THRESHOLD)
+    if type(threshold) is not int or threshold < 1:
+        raise ManifestError(
+            f"{where}: hub_file_threshold must be a size in bytes, a positive integer, got {threshold!r}; "
+            "a Hub file this large or larger becomes a unit (a layer) of its own"
+        )
+    return threshold
 
 
 def _check_serve_limits(consumer: consumers.Consumer) -> None:
@@ -356,7 +386,8 @@ def select(assets: Sequence[Asset], groups: Sequence[str] = ()) -> Manifest:
             f"known groups: {', '.join(sorted(known)) or 'none'}"
         )
     wanted = set(groups)
-    return Manifest.of((a for a in manifest if not a.groups or wanted & set(a.groups)), manifest.declared)
+    chosen = (a for a in manifest if not a.groups or wanted & set(a.groups))
+    return Manifest.of(chosen, manifest.declared, manifest.hub_file_threshold)
 
 
 def manifest_digest(assets: Iterable[Asset]) -> str:
@@ -365,7 +396,10 @@ def manifest_digest(assets: Iterable[Asset]) -> str:
     It is computed from the manifest alone (a missing size is ``null``), so a
     build can name the content before fetching anything. Declared consumers
     change what ``seal`` writes, so they are covered too; a manifest without
-    ``[[consumer]]`` keeps the digest it always had.
+    ``[[consumer]]`` keeps the digest it always had. Hub entries are covered, with
+    the ``[units]`` threshold that cuts their files into units (the index and the
+    whole image bear this digest in their tags); a manifest without ``[[hub]]``
+    keeps its digest whatever the threshold.
     """
     manifest = as_manifest(assets)
     entries = sorted(
@@ -375,7 +409,9 @@ def manifest_digest(assets: Iterable[Asset]) -> str:
     declared = sorted((c.declaration() for c in manifest.declared), key=lambda d: d["name"])
     hub = hub_schema.digest_records(manifest.hub_entries)
     extras = {"consumers": declared} if declared else {}
-    extras |= {"hub": hub} if hub else {}
+    # A Hub entry's files are cut into units by the threshold, so the threshold is part of what the
+    # index and whole images under this digest hold.
+    extras |= {"hub": hub, "units": {"hub_file_threshold": manifest.hub_file_threshold}} if hub else {}
     doc = {"assets": entries, **extras} if extras else entries
     canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()

@@ -196,15 +196,14 @@ class Selection:
 def selection_of(manifest: Path, repository: str, groups: Sequence[str]) -> Selection:
     """Return the images of a manifest's selection.
 
-    Raises UsageError for a bad repository or manifest, and for a selection of more units than an
-    image can run on (bake.layers.check_layer_budget, which warns above its budget).
+    Past the layer budget, the smallest units are packed into one (bake.layers.fit_budget), which
+    it says on stderr. Raises UsageError for a bad repository or manifest.
     """
     check_repo(repository, option="--repository")
     chosen = select(load_manifest(manifest, allow_http=True), groups)
-    units = layers.units_of(chosen)
-    warning = layers.check_layer_budget(units)
-    if warning:
-        log.warning("%s", warning)
+    units, packed = layers.fit_budget(layers.units_of(chosen))
+    if packed:
+        log.warning("warning: %s", packed)
     return Selection(repository, manifest_digest(chosen), units)
 
 

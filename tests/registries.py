@@ -18,6 +18,7 @@ import hashlib
 import http.client
 import io
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -39,6 +40,11 @@ PASSWORD = "bake-test-password"
 _HTPASSWD = f"{USER}:$2b$04$cwPzYmY0TFQVvdtImCQRG.R74.2cYC873TMV9RRwEOKoeDc.apRMi\n"
 _CONFIG = {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}}
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+# A blob GET the registry completed, as its log (level info) records it, with the bytes it wrote.
+_BLOB_GET = re.compile(
+    r'msg="response completed".*http\.request\.method=GET .*http\.request\.uri="/v2/\S+/blobs/'
+    r'(?P<digest>sha256:[0-9a-f]{64})".*http\.response\.written=(?P<bytes>\d+)'
+)
 
 
 def _request(url: str, method: str = "GET", data: bytes | None = None, headers: dict | None = None):
@@ -106,12 +112,14 @@ class LocalRegistry:
     """docker-registry on a free loopback port, under ``root``, started and stopped by its pid.
 
     With ``auth`` it asks for htpasswd Basic auth (USER, PASSWORD), as Docker Hub asks for a login.
-    Tests that need a registry to stop use one of these, never the toolchain's shared one.
+    Tests that need a registry to stop use one of these, never the toolchain's shared one. At
+    ``level="info"`` its log records every request with the bytes it wrote (``blob_gets``).
     """
 
-    def __init__(self, root: Path, *, auth: bool = False) -> None:
+    def __init__(self, root: Path, *, auth: bool = False, level: str = "warn") -> None:
         self.root = root
         self.auth = auth
+        self.level = level
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -122,7 +130,7 @@ class LocalRegistry:
             raise FileNotFoundError("docker-registry is not installed (scripts/toolchain.sh up installs it)")
         config = self.root / "config.yml"
         text = (
-            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+            f"version: 0.1\nlog:\n  level: {self.level}\nstorage:\n  filesystem:\n"
             f"    rootdirectory: {self.root / 'data'}\nhttp:\n  addr: {self.host}\n"
         )
         if self.auth:
@@ -153,6 +161,20 @@ class LocalRegistry:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=20)
+
+    def log_size(self) -> int:
+        """Where the log ends now: a mark for ``blob_gets``."""
+        return (self.root / "registry.log").stat().st_size
+
+    def blob_gets(self, since: int) -> dict[str, int]:
+        """The bytes the registry wrote for each blob it served since the mark ``since`` (level "info")."""
+        with (self.root / "registry.log").open("rb") as log:
+            log.seek(since)
+            text = log.read().decode(errors="replace")
+        found: dict[str, int] = {}
+        for m in _BLOB_GET.finditer(text):
+            found[m["digest"]] = found.get(m["digest"], 0) + int(m["bytes"])
+        return found
 
     def repositories(self) -> list[str]:
         """The repositories that hold anything, read from storage (the catalog itself needs auth)."""

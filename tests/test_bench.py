@@ -28,6 +28,7 @@ MEASURES = [
     "runner_line",
     "cold_pull",
     "changes",
+    "hub_units",
     "seeding",
 ]
 SECONDS = {
@@ -110,7 +111,8 @@ def test_every_measure_is_reported(report: dict, measure: str) -> None:
 
 def test_every_measure_has_a_verdict(report: dict) -> None:
     rows = report["targets"]
-    assert [row["measure"].split(". ", 1)[0] for row in rows] == [str(i) for i in range(1, 14)]
+    # Measure 13 (registry round trips) runs alone, with --round-trips.
+    assert [row["measure"].split(". ", 1)[0] for row in rows] == [*map(str, range(1, 13)), "14", "15"]
     assert all(isinstance(row["met"], bool) and row["result"] and row["target"] for row in rows)
 
 
@@ -178,6 +180,24 @@ def test_a_manifest_change_reruns_no_slow_step_and_moves_only_the_changed_unit(r
             assert pulls[i]["asset_bytes"] == 0
         else:
             assert version["steps_rerun"] == [] and pulls[i]["ratio"] <= 1.05, (version, pulls[i])
+
+
+def test_a_hub_bump_moves_only_the_repositorys_own_unit_and_a_shared_file_moves_once(report: dict) -> None:
+    """Measure 14: a config-only bump keeps the weights' unit, so an agent on either store pulls about
+    the block's changed layers (the repository's own unit and the index); a file in two repositories is
+    one unit, pulled once. Byte counts, and a layer's cost measured on both stores."""
+    hub = report["measures"]["hub_units"]
+    for store, rows in hub["bump"]["pulls"].items():
+        assert rows[1]["ratio"] <= 1.05 and rows[1]["bytes"] < hub["weights_bytes"] / 4, (store, rows)
+        assert hub["bump_one_unit"]["pulls"][store][1]["bytes"] > hub["weights_bytes"]  # all in one unit
+    for store, rows in hub["shared"]["pulls"].items():
+        assert hub["weights_bytes"] <= rows[0]["asset_bytes"] <= 1.05 * hub["weights_bytes"], (store, rows)
+    assert len(hub["shared"]["new_blobs_of_its_size"]) == 2  # the unit's blob, and the built image's copy
+    many = hub["many"]
+    assert many["files"] == 200 and many["block_layers"] == many["budget"] == many["units"] + 1
+    assert many["ran"] == {"classic": True, "containerd": True}
+    for row in hub["layer_cost"]["stores"].values():
+        assert row["bytes_per_second"] > 0 and all(len(runs) == 1 for runs in row["runs"].values())
 
 
 def test_the_cold_pull_is_measured_three_ways_on_both_stores(report: dict) -> None:

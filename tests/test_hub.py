@@ -256,6 +256,10 @@ def test_digest_covers_hub_entries_and_is_unchanged_without_them() -> None:
     renamed = entry(files=f'[{{path = "renamed.json", size = 3, sha256 = "{SHA}", blob = "{BLOB}"}}]')
     same_blobs = [manifest_digest(parse_manifest(plain + e)) for e in (entry(), renamed, entry(ref='"main"'))]
     assert len(set(same_blobs)) == 3  # same blob bytes, different layouts: different digests
+    # The threshold cuts a Hub entry's files into units, so the index and whole images differ with it.
+    units = "[units]\nhub_file_threshold = 1\n"
+    assert manifest_digest(parse_manifest(units + plain + entry())) != same_blobs[0]
+    assert manifest_digest(parse_manifest(units + plain)) == expected  # no Hub entry: no difference
 
 
 def test_tree_listing_is_what_huggingface_hub_writes(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ repository of its own.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import uuid
@@ -17,7 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bake import layers
 from bake.errors import UsageError
+from bake.manifest import manifest_digest, parse_manifest
 from bake.pin import BlockLine, StalePin, find_references, pin_block, pin_files, pin_text
 from tests.baked import FILES, write_manifest
 from tests.registries import REGISTRY, publish_files
@@ -292,6 +295,27 @@ def test_unchanged_units_keep_their_lines_and_order_and_a_new_unit_goes_before_t
         f"D:5: no line for unit new → {unit_ref('new', '5')}",
         f"D:5: {REPO}:index-x → {INDEX} (the block's last line)",
     ]
+
+
+def hub_block(config: bytes, commit: str) -> list[BlockLine]:
+    """The block of a Hub repository (a 32 MiB weights file and its config) at ``commit``, each unit's
+    image digest standing for its key, and the index's for the whole selection."""
+    weights = f'{{path = "model.safetensors", size = {32 << 20}, sha256 = "{"e" * 64}", blob = "{"f" * 40}"}}'
+    small = (
+        f'{{path = "config.json", size = {len(config)}, sha256 = "{hashlib.sha256(config).hexdigest()}", '
+        f'blob = "{hashlib.sha1(config).hexdigest()}"}}'
+    )
+    manifest = parse_manifest(f'[[hub]]\nrepo = "org/m"\ncommit = "{commit}"\nfiles = [{weights}, {small}]\n')
+    lines = [BlockLine(u.name, f"{REPO}:{u.tag}@sha256:{u.key}") for u in layers.units_of(manifest)]
+    return [*lines, BlockLine(None, f"{REPO}:index-{manifest_digest(manifest)}@sha256:{'0' * 64}")]
+
+
+def test_a_config_only_hub_bump_makes_only_the_repositorys_line_and_the_index_stale() -> None:
+    text, _ = blocked(f"FROM base\nCOPY --link --from={REPO} / /\n", hub_block(b"{}", "a" * 40))
+    new, stale = blocked(text, hub_block(b'{"bumped": 1}', "b" * 40))
+    assert [line.split(": ", 1)[0] for line in stale] == ["D:3", "D:4"]  # the weights' line (2) stays
+    assert text.splitlines()[1] == new.splitlines()[1] and "unit-hub.blob.eeee" in new.splitlines()[1]
+    assert "unit-hub.models--org--m-" in new.splitlines()[2]
 
 
 def test_other_references_pin_to_the_whole_image_and_a_last_line_keeps_having_no_newline() -> None:

@@ -56,6 +56,17 @@ def data_files(entry: HubEntry) -> dict[str, str]:
     return files
 
 
+def unit_records(entry: HubEntry) -> dict[str, dict]:
+    """What the repository's own unit holds beside its small blobs, relative to the asset root: each
+    snapshot link (``{"link": target}``) and each file seal writes (``{"sha256", "size"}``)."""
+    links = snapshot_links(entry)
+    records: dict[str, dict] = {f"{PREFIX}/{name}": {"link": to} for name, to in links.items()}
+    for name, text in data_files(entry).items():
+        data = text.encode()
+        records[f"{PREFIX}/{name}"] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    return records
+
+
 # bake's own directory in a Hub cache: inside huggingface_hub's lock directory, which its cache
 # scan skips, so it never reads as a repository.
 STATE = ".locks/.bake"

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from bench.common import MIB, VLLM_ROOT, Profile, log
-from bench.engine import Engine, Registry
+from bench.engine import Engine, Registry, agent_pulls
 from bench.fleet import COMMITTED, DOCKERFILE, HOST_NETWORK, layers, manifest_digest
 from bench.processes import free_port, mirror, run
 
@@ -121,36 +121,6 @@ def _apply(change: str, site: Site, files: Path, url: str) -> None:
         requirements.write_text(requirements.read_text() + "numpy\n")
 
 
-def _pulls(site: Site, work: Path, logs: Path, versions: list[dict]) -> dict:
-    """Per image store: the registry's bytes for each pull of an empty engine that pulls v0, v1, …"""
-    found = {}
-    for store in ("classic", "containerd"):
-        agent = Engine(work / f"agent-{store}-{site.root.name}", logs, namespace=f"bake-bench-{store}")
-        agent.start(features={"containerd-snapshotter": store == "containerd"})
-        try:
-            rows = []
-            for before, version in zip([None, *versions], versions, strict=False):
-                mark = site.registry.log_size()
-                repo, digest = version["ref"].split("@")
-                agent.client.images.pull(repo, tag=digest)
-                pulled = site.registry.blob_gets(since=mark)
-                block = {blob for _, blob in version["block_layers"]}
-                changed = block - {blob for _, blob in before["block_layers"]} if before else block
-                sizes = version["sizes"]
-                expected = sum(sizes[blob] for blob in changed)
-                rows.append({
-                    "bytes": sum(pulled.values()),
-                    "asset_bytes": sum(n for blob, n in pulled.items() if blob in block),
-                    "changed_block_bytes": expected,
-                    "ratio": sum(pulled.values()) / expected if expected else None,
-                })  # fmt: skip
-            found[store] = rows
-        finally:
-            agent.stop()
-            shutil.rmtree(work / f"agent-{store}-{site.root.name}", ignore_errors=True)
-    return found
-
-
 def _block(held: list[tuple[str, str]], text: str, n: int, prefix: str) -> list[tuple[str, str]]:
     """The block's layers in ci_base: count the layer-making instructions of the stage above it."""
     stage = text.split(" AS ci_base\n", 1)[1].split("\nFROM ", 1)[0].splitlines()
@@ -213,7 +183,8 @@ def bench_changes(profile: Profile, src: Path, work: Path, logs: Path, standin_r
             for place in PLACES:
                 site = Site(src, work, logs, engine, registry, place)
                 versions = _measure_place(place, site, files, served.url, env)
-                result["places"][place] = {"versions": versions, "pulls": _pulls(site, work, logs, versions)}
+                pulls = agent_pulls(site.registry, work, logs, site.root.name, versions)
+                result["places"][place] = {"versions": versions, "pulls": pulls}
         return result
     finally:
         engine.stop()

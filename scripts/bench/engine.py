@@ -171,9 +171,14 @@ class Registry:
 
     def push_unit(self, name: str, tag: str, layer: layers.Layer) -> str:
         """Push ``layer`` as a one-layer image ``name:tag``, as bake publishes a unit; its manifest digest."""
+        return self.push_image(name, tag, [layer])
+
+    def push_image(self, name: str, tag: str, blobs: list[layers.Layer]) -> str:
+        """Push a ``FROM scratch`` image of ``blobs`` as ``name:tag``, as bake writes one; its digest."""
         target = registry.Registry(f"{self.host}/{name}")
-        config, manifest = layers.image([layer])
-        target.push_blob(layer.digest, path=layer.path)
+        config, manifest = layers.image(blobs)
+        for layer in blobs:
+            target.push_blob(layer.digest, path=layer.path)
         target.push_blob(f"sha256:{hashlib.sha256(config).hexdigest()}", data=config)
         return target.put_manifest(tag, manifest, layers.MANIFEST_TYPE)
 
@@ -184,3 +189,36 @@ class Registry:
         )
         with urllib.request.urlopen(request, timeout=30) as resp:
             return json.load(resp)
+
+
+def agent_pulls(registry: Registry, work: Path, logs: Path, label: str, versions: list[dict]) -> dict:
+    """Per image store, an empty engine pulls each of ``versions`` in turn (each a dict with its ``ref``,
+    ``host/name@digest``, its ``block_layers`` (diff ID, blob) and every layer's ``sizes``); return, per
+    store, one row per pull: the registry's bytes for it (its log), those of the block's blobs, the
+    bytes of the block's layers that changed since the version before, and the ratio of the two.
+    ``label`` names the agents' directories: keep it short, containerd's sockets hold 104 bytes of path."""
+    found = {}
+    for store in ("classic", "containerd"):
+        agent = Engine(work / f"agent-{store}-{label}", logs, namespace=f"bake-bench-{store}")
+        agent.start(features={"containerd-snapshotter": store == "containerd"})
+        try:
+            rows = []
+            for before, version in zip([None, *versions], versions, strict=False):
+                mark = registry.log_size()
+                repo, digest = version["ref"].split("@")
+                agent.client.images.pull(repo, tag=digest)
+                pulled = registry.blob_gets(since=mark)
+                block = {blob for _, blob in version["block_layers"]}
+                changed = block - {blob for _, blob in before["block_layers"]} if before else block
+                expected = sum(version["sizes"][blob] for blob in changed)
+                rows.append({
+                    "bytes": sum(pulled.values()),
+                    "asset_bytes": sum(n for blob, n in pulled.items() if blob in block),
+                    "changed_block_bytes": expected,
+                    "ratio": sum(pulled.values()) / expected if expected else None,
+                })  # fmt: skip
+            found[store] = rows
+        finally:
+            agent.stop()
+            shutil.rmtree(work / f"agent-{store}-{label}", ignore_errors=True)
+    return found

@@ -50,7 +50,7 @@ def unit_tar(data: Path, name: str) -> Path:
     return tar
 
 
-def _random_unit_tar(work: Path, size: int) -> Path:
+def random_unit_tar(work: Path, size: int) -> Path:
     """A unit's layer tar holding ``size`` random bytes."""
     data = work / "weights.bin"
     with data.open("wb") as f:
@@ -94,7 +94,8 @@ def _floor(host: str, name: str, layer: layers.Layer, dest: Path) -> float:
     return seconds
 
 
-def _pull(engine: Engine, ref: str) -> float:
+def pull_wiped(engine: Engine, ref: str) -> float:
+    """Seconds ``engine`` takes to pull ``ref`` once it is wiped empty."""
     engine.wipe()
     repository, tag = ref.rsplit(":", 1)
     t0 = time.perf_counter()
@@ -127,13 +128,13 @@ def _phases(engine: Engine, ref: str) -> tuple[float, float]:
     return fetch, _ctr(engine, "images", "pull", "--local", "--plain-http", "--snapshotter", "overlayfs", ref)
 
 
-def _in_turn(kinds: list[str], repeats: int) -> list[str]:
+def in_turn(kinds: list[str], repeats: int) -> list[str]:
     """Each kind once per round, the round's first kind rotating."""
     return [kinds[(r + k) % len(kinds)] for r in range(repeats) for k in range(len(kinds))]
 
 
 # How each column pulls: the engine's image store, and who pulls.
-PULLERS = {"classic": ("classic", _pull), "containerd": ("containerd", _pull)}
+PULLERS = {"classic": ("classic", pull_wiped), "containerd": ("containerd", pull_wiped)}
 PULLERS["containerd_daemon"] = ("containerd", _pull_in_daemon)
 
 
@@ -147,14 +148,14 @@ def bench_cold_pull(profile: Profile, work: Path, logs: Path) -> dict:
     engines = {}
     try:
         log(f"cold pull: a {size / MIB:.0f} MiB unit of random bytes, stored, zstd and gzip")
-        variants = _variants(_random_unit_tar(work, size))
+        variants = _variants(random_unit_tar(work, size))
         refs = {}
         for i, (kind, layer) in enumerate(variants.items()):
             store.push_unit(f"cold/{i}", "cold", layer)
             refs[kind] = f"{store.host}/cold/{i}:cold"
         result: dict = {"size_bytes": size, "repeats": repeats, "variants": {}}
         floors: dict[str, list[float]] = {kind: [] for kind in refs}
-        for kind in _in_turn(list(refs), repeats):
+        for kind in in_turn(list(refs), repeats):
             name = refs[kind].split("/", 1)[1].rsplit(":", 1)[0]
             floors[kind].append(_floor(store.host, name, variants[kind], work / "floor"))
         for kind, layer in variants.items():
@@ -172,7 +173,7 @@ def bench_cold_pull(profile: Profile, work: Path, logs: Path) -> dict:
                 engines[kind] = Engine(work / kind, logs, namespace=f"bake-bench-{kind}")
                 engines[kind].start(features={"containerd-snapshotter": kind == "containerd"})
             seconds: dict[str, list[float]] = {variant: [] for variant in refs}
-            for variant in _in_turn(list(refs), repeats):
+            for variant in in_turn(list(refs), repeats):
                 seconds[variant].append(puller(engines[kind], refs[variant]))
             for variant, runs in seconds.items():
                 row = result["variants"][variant]
@@ -182,7 +183,7 @@ def bench_cold_pull(profile: Profile, work: Path, logs: Path) -> dict:
                 row[f"{column}_vs_raw_floor"] = raw_floor["floor_seconds"] / row[f"{column}_seconds"]
                 floors = f"floor {row['floor_seconds']:.2f} s, raw {raw_floor['floor_seconds']:.2f} s"
                 log(f"  {column}, {variant}: {row[f'{column}_seconds']:.2f} s ({floors})")
-        for variant in _in_turn(list(refs), repeats):  # the containerd engine is the one running
+        for variant in in_turn(list(refs), repeats):  # the containerd engine is the one running
             fetch, unpack = _phases(engines["containerd"], refs[variant])
             result["variants"][variant].setdefault("containerd_fetch_runs", []).append(fetch)
             result["variants"][variant].setdefault("containerd_unpack_runs", []).append(unpack)

@@ -1,6 +1,7 @@
 """Benchmark bake side by side with its peers, and the reuse of its asset layer.
 
-    scripts/bench.py [--smoke] [--scale | --layers | --pull | --copied | --compare OLD] [--plot PNG]
+    scripts/bench.py [--smoke] [--scale | --layers | --pull | --copied | --hub-units | --compare OLD]
+        [--plot PNG]
         [--json OUT]
         (as root; default OUT .work/bench.json)
 
@@ -32,6 +33,11 @@ One run measures, and prints as a table:
      add a small asset, bump a unit, change the requirements: the builder's wall time and re-run
      steps (BuildKit's rawjson), and the bytes an agent pulls (the registry's log), classic and
      containerd store, with the block after the slow steps and first (bench/changes.py);
+ 14. Hub units: what one more layer costs an agent's pull against the bytes that cost as much (how the
+     Hub file threshold was chosen); a config-only bump of a loopback Hub repository (a weights file and
+     small files) published, pinned and built, and the bytes an agent pulls for it, classic and
+     containerd store; one file in two repositories: what the registry stores and an agent pulls
+     (bench/hubunits.py; --hub-units runs it alone);
  15. first seeding: twice the profile's file (1 GiB) copied into node storage by bake-entrypoint
      (bake seed), beside its floor on the same disk: cp, then sha256sum of the copy (bench/seeding.py).
 --round-trips [OLD] runs measure 13 alone: the registry requests and round trips of `bake publish` and
@@ -79,6 +85,7 @@ from bench.copied import bench_copied_units, copied_table
 from bench.entrypoint import bench_entrypoint
 from bench.fetchers import Fetcher, bench_fetch
 from bench.files import bench_manifest, generate, snapshot
+from bench.hubunits import bench_hub_units
 from bench.layers import bench_cold_pull
 from bench.plot import draw
 from bench.report import machine, publish, verdicts
@@ -115,7 +122,8 @@ def _measure(
     layers_only: str = "",
 ) -> dict:
     """Run the measures in ``work``: every one, 7, 9 and 10 alone (``scale_only``), 11 and 12 alone
-    (``layers_only`` "layers"), 11 alone ("pull"), or the comparison with commit ``compare``. Returns
+    (``layers_only`` "layers"), 11 alone ("pull"), 14 alone ("hub-units"), or the comparison with commit
+    ``compare``. Returns
     them, and the generated file when there is one."""
     if compare:
         return {"measures": {"compare": bench_compare(profile, compare, work, logs)}}
@@ -123,6 +131,10 @@ def _measure(
         return {"measures": {"copied": bench_copied_units(work / "copied", logs, standin_registry)}}
     if layers_only == "pull":
         return {"measures": {"cold_pull": bench_cold_pull(profile, work / "cold-pull", logs)}}
+    if layers_only == "hub-units":
+        src = snapshot(work / "src", bench_manifest("0" * 64, 0))
+        found = bench_hub_units(profile, src, work / "hub-units", logs, standin_registry)
+        return {"measures": {"hub_units": found}}
     if layers_only:
         src = snapshot(work / "src", bench_manifest("0" * 64, 0))
         measures = {"cold_pull": bench_cold_pull(profile, work / "cold-pull", logs)}
@@ -152,6 +164,7 @@ def _measure(
     measures["seeding"] = bench_seeding(profile, src, work)
     measures["cold_pull"] = bench_cold_pull(profile, work / "cold-pull", logs)
     measures["changes"] = bench_changes(profile, src, work / "changes", logs, standin_registry)
+    measures["hub_units"] = bench_hub_units(profile, src, work / "hub-units", logs, standin_registry)
     return {
         "measures": measures,
         "file": {"size_bytes": profile.size, "sha256": sha256, "manifest_digest": digest},
@@ -213,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
         help="which blob a unit's layer has in an image that uses it, per Dockerfile shape, push and store",
     )
     parser.add_argument(
+        "--hub-units",
+        action="store_true",
+        help="measure 14 only (a layer's cost; a config-only bump of a Hub repository; a file in two)",
+    )
+    parser.add_argument(
         "--round-trips",
         nargs="?",
         const="",
@@ -244,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({"machine": machine(), **found}, indent=2) + "\n")
         print(round_trips_table(found))
         return 0
-    layers_only = "pull" if args.pull else "layers" if args.layers else ""
+    alone = {"pull": args.pull, "layers": args.layers, "hub-units": args.hub_units}
+    layers_only = next((name for name, on in alone.items() if on), "")
     if args.copied:
         found = _run(profile, False, layers_only="copied")["measures"]["copied"]
         args.json.parent.mkdir(parents=True, exist_ok=True)

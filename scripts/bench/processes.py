@@ -97,3 +97,19 @@ def mirror(
         stats = state / "stats.json"
         if stats.is_file():
             served.bytes_sent = json.loads(stats.read_text())["bytes_sent"]
+
+
+@contextlib.contextmanager
+def hub_server(src: Path, spec: Path, logs: Path) -> Iterator[str]:
+    """Run ``python -m tests.hub_server`` (the snapshot's loopback Hub) over ``spec`` until the block
+    ends; yield its endpoint, for HF_ENDPOINT. The server re-reads ``spec`` when it changes."""
+    state = Path(tempfile.mkdtemp(prefix="hub-", dir=logs))
+    cmd = [sys.executable, "-m", "tests.hub_server", "--spec", str(spec), "--port-file", str(state / "ports")]
+    log_path = state / "hub.log"
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=src, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: (state / "ports").is_file(), "the loopback Hub", proc, log_path)
+        yield f"http://127.0.0.1:{json.loads((state / 'ports').read_text())['hub']}"
+    finally:
+        stop(proc)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.common import MIB, SMOKE, BenchError, log
+from bench.hubunits import hub_units_row
 from bench.runner_line import runner_line_row
 from bench.seeding import seeding_row
 
@@ -262,7 +263,9 @@ def verdicts(m: dict) -> list[dict]:
         seven, nine = _entrypoint_rows(m)
         middle = [seven, *_agent_rows(m), nine, runner_line_row(m)]
     seeding = [seeding_row(m)] if "seeding" in m else []
-    rows = [*_build_rows(m), *middle, *_cold_pull_rows(m), *_changes_rows(m), *seeding]
+    rows = [*_build_rows(m), *middle, *_cold_pull_rows(m), *_changes_rows(m)]
+    rows += [hub_units_row(m)] if "hub_units" in m else []
+    rows += seeding
     return [{"measure": a, "result": b, "target": c, "met": d} for a, b, c, d in rows]
 
 

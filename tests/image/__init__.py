@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import stat
 import subprocess
@@ -269,6 +270,24 @@ variables = ("XDG_CACHE_HOME", "TIKTOKEN_RS_CACHE_DIR", "TIKTOKEN_CACHE_DIR", "N
 report["env"] = {k: os.environ.get(k) for k in variables}
 print(json.dumps(report))
 """
+
+
+def tokenizer_files(text: str) -> tuple[dict[str, bytes], list[int]]:
+    """A WordLevel tokenizer trained here, its transformers config, and the ids it gives ``text``: the
+    small files of a Hub model that transformers loads offline."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    corpus = ["hello baked world", "assets load offline from the baked layer"] * 3
+    tok.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=["[UNK]", "[PAD]"]))
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "pad_token": "[PAD]"}
+    files = {
+        "tokenizer.json": tok.to_str().encode(),
+        "tokenizer_config.json": json.dumps(config).encode(),
+        "config.json": json.dumps({"model_type": "bert", "vocab_size": tok.get_vocab_size()}).encode(),
+    }
+    return files, tok.encode(text).ids
 
 
 def buildx_bake(*args: str, **env: str) -> None:

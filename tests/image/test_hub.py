@@ -30,7 +30,7 @@ import pytest
 
 from tests.hub_server import LoopbackHub
 
-from . import ASSET_ROOT, REPO, bake_image, docker, fail_or_skip, required_env, run_image
+from . import ASSET_ROOT, REPO, bake_image, docker, fail_or_skip, required_env, run_image, tokenizer_files
 
 pytestmark = pytest.mark.docker
 
@@ -86,27 +86,10 @@ print(json.dumps(out))
 """
 
 
-def _tokenizer_files() -> tuple[dict[str, bytes], list[int]]:
-    """A WordLevel tokenizer trained here, its transformers config, and the ids it gives PROBE_TEXT."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    corpus = ["hello baked world", "assets load offline from the baked layer"] * 3
-    tok.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=["[UNK]", "[PAD]"]))
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "pad_token": "[PAD]"}
-    files = {
-        "tokenizer.json": tok.to_str().encode(),
-        "tokenizer_config.json": json.dumps(config).encode(),
-        "config.json": json.dumps({"model_type": "bert", "vocab_size": tok.get_vocab_size()}).encode(),
-    }
-    return files, tok.encode(PROBE_TEXT).ids
-
-
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LoopbackHub, dict]]:
     server = LoopbackHub(tmp_path_factory.mktemp("hub"))
-    files, ids = _tokenizer_files()
+    files, ids = tokenizer_files(PROBE_TEXT)
     token = required_env("BAKE_TEST_HF_TOKEN")
     commit = server.commit(MODEL, {**files, "weights.bin": (WEIGHTS, True)}, token=token)
     ds_commit = server.commit(

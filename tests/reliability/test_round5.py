@@ -9,8 +9,9 @@ Each finding of the round's hostile review is a test here that failed on the cod
   loopback proxy in front of the registry.
 - R5-4: ``harvest --diff ROOT`` never pulls a reference that names no registry host. The engine
   is a loopback stand-in on a unix socket that records every call and claims every pull works.
-- R5-6: more units than an image can run on are refused by ``manifest check``, ``publish`` and
-  ``pin`` (exit 2), and more than bake's budget are warned about, before anything is built.
+- R5-6: more units than bake's budget are named by ``manifest check``, ``publish`` and ``pin``
+  before anything is built; since issue 39 the smallest of them are packed into one, so that no
+  selection makes more layers than an image can run on.
 - R5-7: hex, commits and names are matched whole: a trailing newline is refused. ``sha256:HEX``
   is accepted wherever a sha256 is, and written as bare hex.
 - R5-8: ``harvest`` starts a manifest that holds only comments, or nothing, as ``bake add`` does.
@@ -282,28 +283,31 @@ def many(tmp_path: Path, count: int, layer: str | None = None) -> Path:
     return path
 
 
-def test_more_units_than_an_image_can_run_on_are_refused_before_anything_is_built(tmp_path: Path) -> None:
+def test_more_units_than_the_budget_are_packed_and_each_command_says_so_before_the_registry(
+    tmp_path: Path,
+) -> None:
+    """Issue 39 made the budget a limit: past it the smallest units are packed into one, so no
+    selection makes more layers than an image can run on, and nothing is refused for its count."""
     manifest = many(tmp_path, 130)
     (tmp_path / "Dockerfile").write_text("COPY --from=r.example/x / /\n")
-    for command in (
-        ["manifest", "check", "--manifest", manifest],
-        ["publish", "--manifest", manifest, "--repository", "r.example/x"],
-        ["pin", "--manifest", manifest, "--repository", "r.example/x", "Dockerfile"],
+    for command, code in (
+        (["manifest", "check", "--manifest", manifest], 0),
+        (["publish", "--manifest", manifest, "--repository", "r.example/x"], 5),
+        (["pin", "--manifest", manifest, "--repository", "r.example/x", "Dockerfile"], 5),
     ):
         proc = bake(*command, cwd=tmp_path, env=NO_ENGINE)
-        assert proc.returncode == 2, (command, proc.stderr)
-        assert "131 image layers (130 units and the index)" in proc.stderr and "could run" in proc.stderr
-        assert (
-            'layer = "NAME"' in proc.stderr
-            and 'the 130 assets under data/ could all take layer = "data"' in (proc.stderr)
-        )
+        assert proc.returncode == code, (command, proc.stderr)
+        assert "131 image layers (130 units and the index)" in proc.stderr, proc.stderr
+        assert "the 68 smallest units (1088 bytes) are packed into one, pack" in proc.stderr
+        assert 'the 130 assets under data/ could all take layer = "data"' in proc.stderr
+        assert proc.stderr.index("image layers") < proc.stderr.index("bake: error") if code else True
 
 
-def test_more_units_than_the_budget_warn_and_a_layer_group_is_one_unit(tmp_path: Path) -> None:
+def test_more_units_than_the_budget_are_packed_and_a_layer_group_is_one_unit(tmp_path: Path) -> None:
     warned = bake("manifest", "check", "--manifest", many(tmp_path, 70), cwd=tmp_path)
     assert warned.returncode == 0, warned.stderr
     assert "bake: warning: the selection makes 71 image layers" in warned.stderr
-    assert "keeps to 64" in warned.stderr
+    assert "keeps to 64" in warned.stderr and "the 8 smallest units" in warned.stderr
     grouped = bake("manifest", "check", "--manifest", many(tmp_path, 130, "data"), cwd=tmp_path)
     assert grouped.returncode == 0 and "image layers" not in grouped.stderr, grouped.stderr
 
