@@ -39,11 +39,13 @@ LAYERS = {
     "shared mechanisms": [
         "bake.hashes",
         "bake.process",
+        "bake.cosign",
         "bake.atomic",
         "bake.tomlkeys",
         "bake.reference",
         "bake.servefile",
         "bake.offline",
+        "bake.attestation",
     ],
     "the Hub's table and cache layout": ["bake.hub.schema", "bake.hub.layout", "bake.hub.scan"],
     "the manifest and the consumer table": ["bake.locations", "bake.consumers", "bake.manifest"],
@@ -87,6 +89,7 @@ LAYERS = {
         "bake.dockerfile",
         "bake.pin",
         "bake.publish",
+        "bake.signing",
         "bake.build",
     ],
     "the commands: image assertions": [

@@ -1,0 +1,255 @@
+"""Signed asset images: what ``bake publish --sign`` signs and attests, and what ``--verify-key`` proves.
+
+The images of a published selection are its **subjects**: each unit image, the index and the
+whole (``REPO:<manifest digest>``). ``sign`` gives each a signature by the key (cosign adds no
+second one by the same key) and attaches bake's attestation (bake.attestation) to each unit and
+to the whole, unless one with the same predicate is already there. ``verify`` proves that each
+carries a signature by the key and that each unit's and the whole's attested files are the ones
+the manifest selects; ``verify_lock`` proves the same for what an image's ``bake.lock.json``
+records, finding the units through the whole image's attestation. Subjects are handled
+concurrently, and every problem is named in one error, unit by unit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TypeVar
+
+from bake.asset import Asset
+from bake.assets_image import registry_digest
+from bake.attestation import (
+    PREDICATE_TYPE,
+    Attested,
+    FileRecord,
+    differences,
+    predicate,
+    read_statement,
+    records_of,
+)
+from bake.cosign import Cosign, CosignError, Unverified
+from bake.errors import BakeError
+from bake.publish import INDEX_PREFIX, Block
+from bake.text import escape
+
+log = logging.getLogger(__name__)
+
+# cosign runs at once: each is mostly registry round trips, so a few overlap well on two cores.
+WORKERS = 4
+T = TypeVar("T")
+Check = Callable[[Attested], list[str]]
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One image to sign or verify: how messages name it, where it is, and what its attestation says.
+
+    ``predicate`` is what ``sign`` attests (None: a signature only); ``check`` is what ``verify``
+    requires of an attestation, returning the differences (None: a signature only).
+    """
+
+    what: str
+    repository: str
+    digest: str
+    predicate: dict | None = None
+    check: Check | None = None
+
+    @property
+    def image(self) -> str:
+        """``REPO@sha256:…``: what cosign signs, by digest and never by a tag that can move."""
+        return f"{self.repository}@{self.digest}"
+
+
+def subjects_of(
+    block: Block, assets: Sequence[Asset], manifest_digest: str, sizes: Mapping[str, int] | None = None
+) -> list[Subject]:
+    """Return the subjects of a published selection: each unit, the index, the whole.
+
+    ``assets`` are the selected assets, ``sizes`` the sizes of those the manifest gives none
+    (bake.lock.json's). A unit's attestation lists its assets; the whole's lists every asset and
+    each unit's image digest.
+    """
+    by_path = {a.path: a for a in assets}
+    repository = block.whole.ref.rpartition(":")[0]
+    subjects = []
+    for unit, published in block.units:
+        records = records_of([by_path[path] for path in unit.paths], sizes)
+        subjects.append(
+            Subject(
+                f"unit {unit.name}",
+                repository,
+                published.digest,
+                predicate(records, manifest_digest, unit=unit.name),
+                _files_are(records),
+            )
+        )
+    units = {unit.name: published.digest for unit, published in block.units}
+    records = records_of(assets, sizes)
+    whole = Subject(
+        "image",
+        repository,
+        block.whole.digest,
+        predicate(records, manifest_digest, units=units),
+        _whole_is(records, manifest_digest, set(units.values())),
+    )
+    return [*subjects, Subject("index", repository, block.index.digest), whole]
+
+
+def _files_are(records: Sequence[FileRecord]) -> Check:
+    return lambda attested: differences(attested.files, records)
+
+
+def _whole_is(records: Sequence[FileRecord], manifest_digest: str, units: set[str] | None) -> Check:
+    """The whole image's check: its files, its manifest digest and (when known) its units' digests."""
+
+    def check(attested: Attested) -> list[str]:
+        found = differences(attested.files, records)
+        if attested.manifest_digest != manifest_digest:
+            found.append(f"it names manifest digest {attested.manifest_digest}, expected {manifest_digest}")
+        if units is not None and set(attested.units.values()) != units:
+            found.append(
+                f"it names unit images {', '.join(sorted(attested.units.values())) or 'none'}, expected "
+                f"{', '.join(sorted(units))}"
+            )
+        return found
+
+    return check
+
+
+def sign(subjects: Sequence[Subject], cosign: Cosign) -> None:
+    """Sign every subject and attach its attestation, unless the key's already are there.
+
+    Raises CosignError (exit 5) naming each subject cosign could not sign.
+    """
+    _each(subjects, lambda subject: _sign_one(subject, cosign), f"could not be signed with {cosign.key}")
+
+
+def _sign_one(subject: Subject, cosign: Cosign) -> None:
+    try:
+        cosign.verify(subject.image)
+        log.debug("%s %s: already signed with %s", subject.what, subject.image, cosign.key)
+    except Unverified:
+        cosign.sign(subject.image)
+    if subject.predicate is None:
+        return
+    try:
+        statements = cosign.attestations(subject.image, PREDICATE_TYPE)
+    except Unverified:
+        statements = []
+    if not any(statement.get("predicate") == subject.predicate for statement in statements):
+        cosign.attest(subject.image, PREDICATE_TYPE, subject.predicate)
+
+
+def verify(subjects: Sequence[Subject], cosign: Cosign) -> list[Attested | None]:
+    """Prove every subject signed by the key, and its attestation (where it has a check) as expected.
+
+    Returns each subject's matching attestation (None for a signature-only subject). Raises
+    Unverified (exit 5) naming every subject that fails, CosignError when cosign cannot answer.
+    """
+    return _each(
+        subjects, lambda subject: _verify_one(subject, cosign), f"failed verification with {cosign.key}"
+    )
+
+
+def _verify_one(subject: Subject, cosign: Cosign) -> Attested | None:
+    cosign.verify(subject.image)
+    if subject.check is None:
+        return None
+    closest: list[str] | None = None
+    for statement in cosign.attestations(subject.image, PREDICATE_TYPE):
+        try:
+            attested = read_statement(statement, subject.digest)
+        except ValueError as exc:
+            closest = closest or [str(exc)]
+            continue
+        found = subject.check(attested)
+        if not found:
+            return attested
+        if closest is None or len(found) < len(closest):
+            closest = found
+    raise Unverified(
+        f"its attestation differs from what is expected: {'; '.join(closest or ['no bake attestation'])}"
+    )
+
+
+def _each(subjects: Sequence[Subject], work: Callable[[Subject], T], failed: str) -> list[T]:
+    """Run ``work`` on every subject concurrently; raise one error naming each that failed, in order."""
+
+    def attempt(subject: Subject) -> tuple[T | None, BakeError | None]:
+        try:
+            return work(subject), None
+        except (Unverified, CosignError) as exc:
+            return None, exc
+
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        outcomes = list(pool.map(attempt, subjects))
+    problems = [(s, exc) for s, (_, exc) in zip(subjects, outcomes, strict=True) if exc is not None]
+    if problems:
+        kind = Unverified if any(isinstance(exc, Unverified) for _, exc in problems) else CosignError
+        lines = "\n".join(f"  {s.what} {s.image}: {exc}" for s, exc in problems)
+        raise kind(f"{len(problems)} of {len(subjects)} image(s) {escape(failed)}:\n{lines}")
+    return [result for result, _ in outcomes]  # type: ignore[misc]
+
+
+def lock_records(lock: Mapping) -> tuple[FileRecord, ...]:
+    """The files an image's ``bake.lock.json`` records, as records to compare attestations with."""
+    return tuple(FileRecord(e["path"], int(e["size"]), e["sha256"]) for e in lock["assets"])
+
+
+def verify_lock(lock: Mapping, repository: str, cosign: Cosign) -> int:
+    """Prove that what an image's lock records was published to ``repository`` and signed by the key.
+
+    The whole image ``REPO:<manifest digest>`` and the index must carry the key's signature, the
+    whole's attestation must list exactly the lock's files, and each unit image it names must be
+    signed and attest files the lock records, together all of them. Returns the number of unit
+    images checked. Raises Unverified (exit 5) naming each problem.
+    """
+    digest = lock["manifest_digest"]
+    records = lock_records(lock)
+    found = {
+        ref: registry_digest(ref)
+        for ref in (f"{repository}:{digest}", f"{repository}:{INDEX_PREFIX}{digest}")
+    }
+    absent = [ref for ref, value in found.items() if value is None]
+    if absent:
+        raise Unverified(
+            f"{', '.join(absent)}: not in the registry, so nothing proves who published this image's assets "
+            f"(manifest digest {digest}); name the repository they were published to (`bake publish "
+            "--repository`), or publish them signed"
+        )
+    whole_digest, index_digest = found.values()
+    whole, _ = verify(
+        [
+            Subject("image", repository, whole_digest, check=_whole_is(records, digest, None)),
+            Subject("index", repository, index_digest),
+        ],
+        cosign,
+    )
+    assert whole is not None
+    by_path = {r.path: r for r in records}
+    units = [
+        Subject("unit image", repository, unit, check=_within(by_path))
+        for unit in sorted(set(whole.units.values()))
+    ]
+    covered = {path for attested in verify(units, cosign) if attested for path in attested.files}
+    missing = sorted(set(by_path) - covered)
+    if missing:
+        raise Unverified(
+            f"{len(missing)} file(s) of the image's lock are in no signed unit image of {repository}, first "
+            f"{missing[0]}; publish the assets signed, then rebuild the image from the pinned units"
+        )
+    return len(units)
+
+
+def _within(by_path: Mapping[str, FileRecord]) -> Check:
+    """A unit's check against a lock: every file it attests is one the lock records, as recorded."""
+
+    def check(attested: Attested) -> list[str]:
+        outside = [
+            f"lists {p}, which the image's lock does not record" for p in attested.files if p not in by_path
+        ]
+        return outside + differences(attested.files, [by_path[p] for p in attested.files if p in by_path])
+
+    return check

@@ -1,0 +1,270 @@
+"""Signing and its checks (bake.signing, bake.cosign, bake.attestation) with the real cosign and registry.
+
+Each test pushes small unit images, an index and a whole image to the toolchain's registry
+(127.0.0.1:5000, distribution 2.8: no referrers API, so cosign's tag scheme) in a repository of its
+own, and signs with a key pair it makes. Tests sign with ``--tlog-upload=false`` and verify with
+``--insecure-ignore-tlog=true`` (``tlog=False``): these machines reach no transparency log.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bake import __version__
+from bake.asset import Asset
+from bake.attestation import PREDICATE_TYPE, FileRecord, differences, predicate, read_statement, records_of
+from bake.cosign import Cosign, CosignError, Unverified, check_key
+from bake.errors import UsageError
+from bake.hub.entry import HubBlob, HubEntry, HubFile
+from bake.index import lock_document
+from bake.manifest import manifest_digest
+from bake.publish import Block
+from bake.signing import sign, subjects_of, verify, verify_lock
+from tests.registries import OCI_MANIFEST, REGISTRY
+from tests.signed import key_pair, push_selection, repush
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
+
+UNITS = {
+    "asset.vocab": {"tiktoken/vocab": b"vocab bytes\n" * 100},
+    "layer.model": {"model/a.bin": b"\x00\x01" * 4096, "model/b.bin": b"weights" * 500},
+    "asset.checkpoint": {"s3tokenizer/m.onnx": b"onnx" * 1000},
+}
+
+
+@pytest.fixture
+def repository() -> str:
+    return f"{REGISTRY}/sign-test/{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """A key pair made for the test, with an empty password, which COSIGN_PASSWORD gives."""
+    monkeypatch.setenv("COSIGN_PASSWORD", "")
+    return key_pair(tmp_path)
+
+
+@pytest.fixture
+def published(repository: str) -> tuple[Block, list[Asset]]:
+    return push_selection(repository, UNITS)
+
+
+def signer(key: str) -> Cosign:
+    """cosign signing with a private key file, or verifying with a public one; no transparency log."""
+    return Cosign.signer(key, tlog=False) if key.endswith(".key") else Cosign(key, tlog=False)
+
+
+def digest_of(assets: list[Asset]) -> str:
+    return manifest_digest(assets)
+
+
+def signed(published: tuple[Block, list[Asset]], key: str) -> list:
+    block, assets = published
+    subjects = subjects_of(block, assets, digest_of(assets))
+    sign(subjects, signer(key))
+    return subjects
+
+
+def attestation_layers(subject) -> int:
+    """How many attestations cosign's tag scheme holds for the subject (``sha256-<hex>.att``)."""
+    host, _, name = subject.repository.partition("/")
+    tag = subject.digest.replace(":", "-") + ".att"
+    request = urllib.request.Request(
+        f"http://{host}/v2/{name}/manifests/{tag}", headers={"Accept": OCI_MANIFEST}
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return len(json.load(answer)["layers"])
+
+
+def test_signed_selection_verifies_and_signing_again_adds_nothing(published, keys) -> None:
+    key, pub = keys
+    subjects = signed(published, key)
+    attested = verify(subjects, signer(pub))
+    block, assets = published
+    # Each unit and the whole carry bake's attestation; the index a signature only.
+    assert [a is not None for a in attested] == [True, True, True, False, True]
+    assert attested[-1].units == {u.name: p.digest for u, p in block.units}
+    assert attested[1].files == {
+        "model/a.bin": (8192, assets[1].sha256),
+        "model/b.bin": (3500, assets[2].sha256),
+    }
+    before = [attestation_layers(s) for s in subjects if s.predicate is not None]
+    sign(subjects, signer(key))
+    assert [attestation_layers(s) for s in subjects if s.predicate is not None] == before == [1, 1, 1, 1]
+
+
+def test_the_attestation_lists_files_sources_manifest_digest_and_version(published, keys) -> None:
+    key, pub = keys
+    subjects = signed(published, key)
+    statements = signer(pub).attestations(subjects[1].image, PREDICATE_TYPE)
+    assert len(statements) == 1
+    statement = statements[0]
+    assert statement["predicateType"] == PREDICATE_TYPE
+    assert statement["subject"][0]["digest"] == {"sha256": subjects[1].digest.removeprefix("sha256:")}
+    _, assets = published
+    assert statement["predicate"] == {
+        "bake_version": __version__,
+        "manifest_digest": digest_of(assets),
+        "unit": "layer.model",
+        "files": [
+            {"path": a.path, "size": a.size, "sha256": a.sha256, "urls": [f"https://assets.invalid/{a.path}"]}
+            for a in assets[1:3]
+        ],
+    }
+
+
+def test_a_signature_by_another_key_fails_naming_each_image(published, keys, tmp_path: Path) -> None:
+    other, _ = key_pair(tmp_path, "other")
+    subjects = signed(published, other)
+    with pytest.raises(Unverified) as caught:
+        verify(subjects, signer(keys[1]))
+    message = str(caught.value)
+    assert caught.value.exit_code == 5
+    assert "5 of 5 image(s) failed verification" in message
+    for name in UNITS:
+        assert f"unit {name} {subjects[0].repository}@" in message
+    assert "no signature on it verifies with" in message
+
+
+def test_an_unsigned_unit_fails_naming_it(published, keys) -> None:
+    key, pub = keys
+    block, assets = published
+    subjects = subjects_of(block, assets, digest_of(assets))
+    sign([s for s in subjects if s.what != "unit asset.checkpoint"], signer(key))
+    with pytest.raises(Unverified) as caught:
+        verify(subjects, signer(pub))
+    assert str(caught.value).splitlines()[1:] == [
+        f"  unit asset.checkpoint {subjects[2].image}: it has no signature"
+    ]
+
+
+def test_an_attestation_that_omits_a_file_fails_naming_the_file(published, keys) -> None:
+    key, pub = keys
+    block, assets = published
+    subjects = subjects_of(block, assets, digest_of(assets))
+    short = predicate(records_of(assets[1:2]), digest_of(assets), unit="layer.model")
+    subjects[1] = replace(subjects[1], predicate=short)
+    sign(subjects, signer(key))
+    with pytest.raises(Unverified) as caught:
+        verify(subjects, signer(pub))
+    assert str(caught.value).splitlines()[1:] == [
+        f"  unit layer.model {subjects[1].image}: its attestation differs from what is expected: "
+        "omits model/b.bin"
+    ]
+
+
+def test_a_unit_pushed_again_with_one_byte_changed_is_unsigned(published, keys) -> None:
+    key, pub = keys
+    subjects = signed(published, key)
+    block, assets = published
+    unit, was = block.units[0]
+    changed = bytearray(UNITS[unit.name]["tiktoken/vocab"])
+    changed[7] ^= 1
+    now = repush(was, {"tiktoken/vocab": bytes(changed)})
+    assert now.digest != was.digest
+    moved = Block(((unit, now), *block.units[1:]), block.index, block.whole)
+    with pytest.raises(Unverified) as caught:
+        verify(subjects_of(moved, assets, digest_of(assets)), signer(pub))
+    unit_line, whole_line = str(caught.value).splitlines()[1:]
+    assert unit_line == f"  unit asset.vocab {subjects[0].repository}@{now.digest}: it has no signature"
+    # The whole image's attestation still names the unit image that was signed.
+    assert whole_line.startswith(f"  image {subjects[-1].image}: its attestation differs")
+    signed_units = ", ".join(sorted(p.digest for _, p in block.units))
+    assert f"it names unit images {signed_units}, expected" in whole_line
+
+
+def test_an_image_lock_verifies_through_the_whole_images_attestation(published, keys, repository) -> None:
+    key, pub = keys
+    signed(published, key)
+    _, assets = published
+    lock = lock_document(assets, {a.path: a.size for a in assets})
+    assert verify_lock(lock, repository, signer(pub)) == 3
+    (vocab,) = (entry for entry in lock["assets"] if entry["path"] == "tiktoken/vocab")
+    vocab["sha256"] = "0" * 64
+    with pytest.raises(Unverified) as caught:
+        verify_lock(lock, repository, signer(pub))
+    assert f"image {repository}@" in str(caught.value)
+    assert f"tiktoken/vocab: sha256 {assets[0].sha256}, expected {'0' * 64}" in str(caught.value)
+
+
+def test_an_image_lock_of_an_unpublished_selection_fails(keys, repository) -> None:
+    lock = lock_document([], {})
+    with pytest.raises(Unverified, match="not in the registry, so nothing proves who published"):
+        verify_lock(lock, repository, signer(keys[1]))
+
+
+def test_a_wrong_password_is_a_named_cosign_failure(keys, tmp_path: Path) -> None:
+    key, _ = key_pair(tmp_path, "locked", password="s3cret")
+    with pytest.raises(CosignError, match="set COSIGN_PASSWORD to the private key's password"):
+        signer(key)
+
+
+def test_no_password_and_no_terminal_is_a_usage_error_before_cosign_runs(keys, monkeypatch) -> None:
+    monkeypatch.delenv("COSIGN_PASSWORD")
+    with pytest.raises(UsageError, match="set COSIGN_PASSWORD to the private key's password"):
+        signer(keys[0])
+
+
+def test_missing_cosign_is_a_usage_error_with_the_install_line(keys) -> None:
+    with pytest.raises(UsageError, match=r"cosign not found on PATH; install cosign \(Debian 13"):
+        Cosign(keys[1], program="cosign-not-installed")
+
+
+@pytest.mark.parametrize("key", ["no/such.pub", "ftp://host/key"])
+def test_a_key_cosign_cannot_take_is_a_usage_error(key: str) -> None:
+    with pytest.raises(UsageError, match="--verify-key"):
+        check_key(key, "--verify-key")
+
+
+def test_kms_uris_pass_as_they_are() -> None:
+    assert check_key("awskms:///alias/bake", "--sign") == "awskms:///alias/bake"
+
+
+def test_hub_blobs_attest_their_repository_commit_and_path_and_urls_lose_credentials() -> None:
+    entry = HubEntry("org/model", "model", "a" * 40, (HubFile("config.json", 2, "b" * 64, "c" * 40),))
+    blob = HubBlob("models--org--model", "c" * 40, ((entry, "config.json"),))
+    hub = Asset(
+        "h", f"hub/models--org--model/blobs/{'c' * 40}", "b" * 64, ("hf://org/model@x/c",), 2, hub=blob
+    )
+    plain = Asset("p", "p.bin", "d" * 64, ("https://user:pw@host/p.bin?token=t",))
+    records = records_of([plain, hub], {"p.bin": 9})
+    assert [r.document() for r in records] == [
+        {"path": hub.path, "size": 2, "sha256": "b" * 64,
+         "hub": [{"repo": "org/model", "kind": "model", "commit": "a" * 40, "path": "config.json"}]},
+        {"path": "p.bin", "size": 9, "sha256": "d" * 64, "urls": ["https://user:***@host/p.bin?token=***"]},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("attested", "expected"),
+    [
+        ({"a": (1, "x")}, []),
+        ({"a": (None, "x")}, []),
+        ({}, ["omits a"]),
+        ({"a": (1, "x"), "b": (2, "y")}, ["lists b, which is not selected"]),
+        ({"a": (1, "z")}, ["a: sha256 z, expected x"]),
+        ({"a": (2, "x")}, ["a: 2 bytes, expected 1"]),
+    ],
+)
+def test_differences_compare_paths_sha256_and_known_sizes(attested, expected) -> None:
+    assert differences(attested, [FileRecord("a", 1, "x")]) == expected
+
+
+def test_statements_about_another_image_are_not_read() -> None:
+    statement = {
+        "_type": "https://in-toto.io/Statement/v0.1",
+        "predicateType": PREDICATE_TYPE,
+        "subject": [{"name": "r", "digest": {"sha256": "1" * 64}}],
+        "predicate": predicate([], "m"),
+    }
+    assert read_statement(statement, "sha256:" + "1" * 64).manifest_digest == "m"
+    with pytest.raises(ValueError, match="its subject is not the image"):
+        read_statement(statement, "sha256:" + "2" * 64)
+    with pytest.raises(ValueError, match="predicate type"):
+        read_statement({**statement, "predicateType": "https://slsa.dev/provenance/v1"}, "sha256:" + "1" * 64)
