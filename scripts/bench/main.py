@@ -34,6 +34,8 @@ One run measures, and prints as a table:
      containerd store, with the block after the slow steps and first (bench/changes.py);
 --copied builds and pushes an image holding two units in each Dockerfile shape, each way, on both
 stores, and names each pushed layer's blob (bench/copied.py).
+--signing publishes and pins a three-unit manifest plain and signed (cosign, a key pair made for the
+run), in fresh repositories, rounds interleaved: what signing adds to each (bench/signing.py).
 --compare OLD measures 1, 7 and 10 (at 2 files) on commit OLD and on this checkout, interleaved, medians of
 three rounds (bench/compare.py): no regression beyond noise.
 Everything listens on 127.0.0.1 only, and every process it starts is stopped by pid.
@@ -79,6 +81,7 @@ from bench.plot import draw
 from bench.report import machine, publish, verdicts
 from bench.runner_line import bench_runner_line
 from bench.scale import bench_scale
+from bench.signing import bench_signing, signing_table
 
 PLOT = REPO / "docs/performance-scale.png"
 
@@ -114,6 +117,11 @@ def _measure(
         return {"measures": {"compare": bench_compare(profile, compare, work, logs)}}
     if layers_only == "copied":
         return {"measures": {"copied": bench_copied_units(work / "copied", logs, standin_registry)}}
+    if layers_only == "signing":
+        src = snapshot(work / "src", bench_manifest("0" * 64, 0))
+        return {
+            "measures": {"signing": bench_signing(profile, work / "signing", logs, standin_registry, src)}
+        }
     if layers_only == "pull":
         return {"measures": {"cold_pull": bench_cold_pull(profile, work / "cold-pull", logs)}}
     if layers_only:
@@ -203,6 +211,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="which blob a unit's layer has in an image that uses it, per Dockerfile shape, push and store",
     )
+    parser.add_argument(
+        "--signing",
+        action="store_true",
+        help="what `publish --sign` and `pin --verify-key` add, for a three-unit manifest",
+    )
     parser.add_argument("--plot", type=Path, help=f"draw measure 9 here (the full profile: {PLOT})")
     args = parser.parse_args(argv)
     profile = SMOKE if args.smoke else FULL
@@ -218,6 +231,14 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps({"profile": profile.name, "machine": machine(), **found}, indent=2) + "\n"
         )
         print(compare_table(found))
+        return 0
+    if args.signing:
+        found = _run(profile, False, layers_only="signing")["measures"]["signing"]
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(
+            json.dumps({"profile": profile.name, "machine": machine(), **found}, indent=2) + "\n"
+        )
+        print(signing_table(found))
         return 0
     layers_only = "pull" if args.pull else "layers" if args.layers else ""
     if args.copied:
