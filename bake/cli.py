@@ -285,7 +285,19 @@ def _add_verify_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check assets under --dest against the manifest")
     p.set_defaults(run=cmd_verify)
     _add_selection(p)
-    p.add_argument("--dest", required=True, type=Path)
+    p.add_argument("--dest", type=Path)
+    p.add_argument("--image", metavar="REF", help="instead of --dest: prove an image's assets signed (--key)")
+    p.add_argument("--key", metavar="KEY", help="with --image: the public key (a file, or a KMS URI)")
+    p.add_argument("--repository", metavar="REPO", help="with --image: where the assets were published")
+    _add_no_tlog(p)
+
+
+def _add_no_tlog(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-tlog",
+        action="store_true",
+        help="no transparency log: cosign's --tlog-upload=false to sign, --insecure-ignore-tlog to verify",
+    )
 
 
 def _add_manifest_parser(sub: argparse._SubParsersAction) -> None:
@@ -561,6 +573,8 @@ def _assets_root(explicit: Path | None) -> Path:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.image is not None or args.dest is None:
+        return _verify_image(args)
     # Inside an image there is no manifest; the lock written at fetch time says what must be there.
     # No default manifest applies here (the contract), but BAKE_MANIFEST names one.
     args.manifest = args.manifest or (
@@ -576,6 +590,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
         files = index.expected_files(assets)
     verify.verify_dest(args.dest, files, assets=assets)
     print(f"bake: {len(files)} asset(s) under {args.dest} verified")
+    return 0
+
+
+def _verify_image(args: argparse.Namespace) -> int:
+    """``bake verify --image REF --key KEY [--repository REPO]``: the image's assets proved signed."""
+    from bake import signed_image
+
+    if args.image is None or args.dest is not None or args.key is None or args.manifest or args.group:
+        raise UsageError("verify takes --dest D [--manifest M], or --image REF --key KEY [--repository REPO]")
+    print(signed_image.verify_image(args.image, args.key, args.repository, tlog=not args.no_tlog))
     return 0
 
 

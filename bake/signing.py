@@ -29,9 +29,10 @@ from bake.attestation import (
     read_statement,
     records_of,
 )
-from bake.cosign import Cosign, CosignError, Unverified
+from bake.cosign import Cosign, CosignError, Unverified, check_key
 from bake.errors import BakeError
 from bake.publish import INDEX_PREFIX, Block
+from bake.registry import split_repository
 from bake.text import escape
 
 log = logging.getLogger(__name__)
@@ -243,6 +244,15 @@ def verify_lock(lock: Mapping, repository: str, cosign: Cosign) -> int:
     return len(units)
 
 
+def verify_lock_with_key(lock: Mapping, repository: str, key: str, *, tlog: bool = True) -> int:
+    """``verify_lock`` with cosign and ``key`` (a public key file or a KMS URI): the unit images checked.
+
+    Raises UsageError for a key cosign cannot take or without cosign, Unverified or CosignError (exit
+    5) for a failed proof.
+    """
+    return verify_lock(lock, repository, Cosign(check_key(key, "--key"), tlog=tlog))
+
+
 def _within(by_path: Mapping[str, FileRecord]) -> Check:
     """A unit's check against a lock: every file it attests is one the lock records, as recorded."""
 
@@ -253,3 +263,13 @@ def _within(by_path: Mapping[str, FileRecord]) -> Check:
         return outside + differences(attested.files, [by_path[p] for p in attested.files if p in by_path])
 
     return check
+
+
+def image_repository(ref: str) -> str | None:
+    """The repository of ``REPO[:TAG][@DIGEST]``, or None when it names no registry host."""
+    name = ref.partition("@")[0]
+    head, _, last = name.rpartition("/")
+    if ":" in last:
+        name = f"{head}/{last.partition(':')[0]}" if head else last.partition(":")[0]
+    host, _ = split_repository(name)
+    return name if name.startswith(f"{host}/") else None

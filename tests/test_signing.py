@@ -9,8 +9,12 @@ own, and signs with a key pair it makes. Tests sign with ``--tlog-upload=false``
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,7 +30,8 @@ from bake.index import lock_document
 from bake.manifest import manifest_digest
 from bake.publish import Block
 from bake.signing import sign, subjects_of, verify, verify_lock
-from tests.registries import OCI_MANIFEST, REGISTRY
+from tests.registries import OCI_MANIFEST, REGISTRY, remove_images_named
+from tests.runners import REPO, bake
 from tests.signed import key_pair, push_selection, repush
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
@@ -268,3 +273,57 @@ def test_statements_about_another_image_are_not_read() -> None:
         read_statement(statement, "sha256:" + "2" * 64)
     with pytest.raises(ValueError, match="predicate type"):
         read_statement({**statement, "predicateType": "https://slsa.dev/provenance/v1"}, "sha256:" + "1" * 64)
+
+
+@pytest.fixture
+def image_cleanup(repository: str) -> Iterator[None]:
+    """What `bake verify --image` and bake.testing pull into the engine goes at the end."""
+    yield
+    remove_images_named(repository)
+
+
+def _plugin(*args: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k != "BAKE_IMAGE"}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--pyargs", "bake.testing", *args],
+        cwd=REPO, env=clean, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+
+
+def test_bake_verify_image_and_bake_testing_prove_a_signed_image(
+    published, keys, repository: str, tmp_path: Path, image_cleanup: None
+) -> None:
+    key, pub = keys
+    signed(published, key)
+    block, _ = published
+    ok = bake("verify", "--image", block.whole.pinned, "--key", pub, "--no-tlog", timeout=240)
+    assert ok.returncode == 0, ok.stderr
+    line = f"bake: {block.whole.pinned}: 4 asset(s) in 3 unit image(s) of {repository}, signed with {pub}"
+    assert ok.stdout == line + "\n"
+    _, other = key_pair(tmp_path, "other")
+    bad = bake("verify", "--image", block.whole.pinned, "--key", other, "--no-tlog", timeout=240)
+    assert bad.returncode == 3, bad.stderr
+    assert "its assets are not proved published by the key's holder" in bad.stderr
+    assert f"image {repository}@{block.whole.digest}: no signature on it verifies with {other}" in bad.stderr
+
+    test = ["-k", "test_assets_are_signed", "--bake-image", block.whole.pinned, "--bake-no-tlog", "-rA"]
+    passed = _plugin(*test, "--bake-verify-key", pub)
+    assert passed.returncode == 0 and "1 passed" in passed.stdout, passed.stdout[-3000:]
+    failed = _plugin(*test, "--bake-verify-key", other)
+    assert failed.returncode == 1, failed.stdout[-3000:]
+    assert f"its assets are not proved published signed with {other}" in failed.stdout
+
+
+def test_bake_testing_reports_signatures_not_applicable_without_a_key(
+    published, repository: str, image_cleanup: None
+) -> None:
+    block, _ = published
+    proc = _plugin("-k", "test_assets_are_signed", "--bake-image", block.whole.pinned, "-rs")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "not applicable: no --bake-verify-key given" in proc.stdout
+
+
+def test_bake_verify_image_without_a_registry_host_needs_the_repository(keys) -> None:
+    proc = bake("verify", "--image", "bake/rocm-test:local", "--key", keys[1])
+    assert proc.returncode == 2
+    assert "give --repository REPO" in proc.stderr

@@ -101,6 +101,7 @@ LAYERS = {
         "bake.testing.serve",
         "bake.testing.plugin",
         "bake.testing.test_image",
+        "bake.signed_image",
     ],
     "the commands: harvesting a job's caches": [
         "bake.harvest",
