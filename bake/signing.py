@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 from bake.asset import Asset
@@ -31,6 +32,7 @@ from bake.attestation import (
 )
 from bake.cosign import Cosign, CosignError, Unverified, check_key
 from bake.errors import BakeError
+from bake.manifest import load_manifest, manifest_digest, select
 from bake.publish import INDEX_PREFIX, Block
 from bake.registry import split_repository
 from bake.text import escape
@@ -265,11 +267,77 @@ def _within(by_path: Mapping[str, FileRecord]) -> Check:
     return check
 
 
+def signer(key: str, *, tlog: bool = True) -> Cosign:
+    """cosign for ``publish --sign KEY``, made before anything is built or pushed.
+
+    Raises UsageError (exit 2) without cosign, for a key cosign cannot take, or without the key's
+    password where no terminal can ask; CosignError (exit 5) for a wrong password.
+    """
+    return Cosign.signer(check_key(key, "--sign"), tlog=tlog)
+
+
+def pin_verifier(manifest: str | Path | None, key: str | None, *, no_tlog: bool = False) -> Cosign | None:
+    """The cosign ``bake pin`` verifies with: ``--verify-key``, else the manifest's ``[signing]``; None
+    when neither names a key. Raises UsageError (exit 2) for a key cosign cannot take, or without cosign.
+    """
+    if key:
+        return Cosign(check_key(key, "--verify-key"), tlog=not no_tlog)
+    signing = load_manifest(manifest, allow_http=True).signing if manifest is not None else None
+    if signing is None:
+        return None
+    option = f"{manifest}: [signing] verify-key"
+    return Cosign(check_key(signing.verify_key, option), tlog=signing.tlog and not no_tlog)
+
+
+def sign_block(block: Block, manifest: str | Path, groups: Sequence[str], cosign: Cosign, sizes=None) -> None:
+    """Sign and attest what ``bake publish`` published for a manifest's selection (see ``subjects_of``).
+
+    Raises CosignError (exit 5) naming each image cosign could not sign.
+    """
+    chosen = select(load_manifest(manifest, allow_http=True), groups)
+    sign(subjects_of(block, list(chosen), manifest_digest(chosen), sizes), cosign)
+
+
+def verify_block(
+    block: Block,
+    manifest: str | Path,
+    groups: Sequence[str],
+    cosign: Cosign,
+    pinned: Sequence[tuple[str, str]] = (),
+) -> None:
+    """Prove what ``bake pin`` is about to pin: every unit, the index and the whole signed with the key,
+    and the units' and the whole's attestations listing what the manifest selects; and every digest in
+    ``pinned`` (``(file:line, REPO[:TAG]@sha256:…)``, the lines already in the Dockerfiles) signed too.
+
+    Raises Unverified (exit 5) naming each image that fails, CosignError when cosign cannot answer.
+    """
+    chosen = select(load_manifest(manifest, allow_http=True), groups)
+    subjects = subjects_of(block, list(chosen), manifest_digest(chosen))
+    verify([*subjects, *pinned_subjects(pinned, {s.image for s in subjects})], cosign)
+
+
+def pinned_subjects(pinned: Sequence[tuple[str, str]], known: set[str] = frozenset()) -> list[Subject]:
+    """Signature-only subjects for the digest-pinned references among ``pinned`` (where, reference)
+    that are not ``known`` images (``REPO@sha256:…``) already."""
+    subjects, seen = [], set(known)
+    for where, ref in pinned:
+        repository, _, digest = ref.partition("@")
+        subject = Subject(f"{where}, pinned", _without_tag(repository), digest)
+        if digest and subject.image not in seen:
+            seen.add(subject.image)
+            subjects.append(subject)
+    return subjects
+
+
+def _without_tag(ref: str) -> str:
+    """``REPO`` of ``REPO[:TAG][@DIGEST]``: a tag is a colon in the last path component."""
+    name = ref.partition("@")[0]
+    head, slash, last = name.rpartition("/")
+    return f"{head}{slash}{last.partition(':')[0]}"
+
+
 def image_repository(ref: str) -> str | None:
     """The repository of ``REPO[:TAG][@DIGEST]``, or None when it names no registry host."""
-    name = ref.partition("@")[0]
-    head, _, last = name.rpartition("/")
-    if ":" in last:
-        name = f"{head}/{last.partition(':')[0]}" if head else last.partition(":")[0]
+    name = _without_tag(ref)
     host, _ = split_repository(name)
     return name if name.startswith(f"{host}/") else None

@@ -47,7 +47,7 @@ def key_pair(directory: Path, name: str = "cosign", password: str = "") -> tuple
 def asset_of(path: str, data: bytes) -> Asset:
     """The manifest entry of a file: named after its path, sized, served by one (unreachable) URL."""
     sha = hashlib.sha256(data).hexdigest()
-    return Asset(path, path, sha, (f"https://assets.invalid/{path}",), size=len(data))
+    return Asset(path.replace("/", "_"), path, sha, (f"https://assets.invalid/{path}",), size=len(data))
 
 
 def _tar(files: Mapping[str, bytes]) -> bytes:

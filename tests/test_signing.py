@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bake import __version__
+from bake import __version__, signing
 from bake.asset import Asset
 from bake.attestation import PREDICATE_TYPE, FileRecord, differences, predicate, read_statement, records_of
 from bake.cosign import Cosign, CosignError, Unverified, check_key
@@ -29,7 +29,7 @@ from bake.hub.entry import HubBlob, HubEntry, HubFile
 from bake.index import lock_document
 from bake.manifest import manifest_digest
 from bake.publish import Block
-from bake.signing import sign, subjects_of, verify, verify_lock
+from bake.signing import pin_verifier, sign, sign_block, subjects_of, verify, verify_block, verify_lock
 from tests.registries import OCI_MANIFEST, REGISTRY, remove_images_named
 from tests.runners import REPO, bake
 from tests.signed import key_pair, push_selection, repush
@@ -37,9 +37,9 @@ from tests.signed import key_pair, push_selection, repush
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 
 UNITS = {
-    "asset.vocab": {"tiktoken/vocab": b"vocab bytes\n" * 100},
+    "asset.vocab": {"data/vocab.bin": b"vocab bytes\n" * 100},
     "layer.model": {"model/a.bin": b"\x00\x01" * 4096, "model/b.bin": b"weights" * 500},
-    "asset.checkpoint": {"s3tokenizer/m.onnx": b"onnx" * 1000},
+    "asset.checkpoint": {"data/checkpoint.onnx": b"onnx" * 1000},
 }
 
 
@@ -169,9 +169,9 @@ def test_a_unit_pushed_again_with_one_byte_changed_is_unsigned(published, keys) 
     subjects = signed(published, key)
     block, assets = published
     unit, was = block.units[0]
-    changed = bytearray(UNITS[unit.name]["tiktoken/vocab"])
+    changed = bytearray(UNITS[unit.name]["data/vocab.bin"])
     changed[7] ^= 1
-    now = repush(was, {"tiktoken/vocab": bytes(changed)})
+    now = repush(was, {"data/vocab.bin": bytes(changed)})
     assert now.digest != was.digest
     moved = Block(((unit, now), *block.units[1:]), block.index, block.whole)
     with pytest.raises(Unverified) as caught:
@@ -190,12 +190,12 @@ def test_an_image_lock_verifies_through_the_whole_images_attestation(published, 
     _, assets = published
     lock = lock_document(assets, {a.path: a.size for a in assets})
     assert verify_lock(lock, repository, signer(pub)) == 3
-    (vocab,) = (entry for entry in lock["assets"] if entry["path"] == "tiktoken/vocab")
+    (vocab,) = (entry for entry in lock["assets"] if entry["path"] == "data/vocab.bin")
     vocab["sha256"] = "0" * 64
     with pytest.raises(Unverified) as caught:
         verify_lock(lock, repository, signer(pub))
     assert f"image {repository}@" in str(caught.value)
-    assert f"tiktoken/vocab: sha256 {assets[0].sha256}, expected {'0' * 64}" in str(caught.value)
+    assert f"data/vocab.bin: sha256 {assets[0].sha256}, expected {'0' * 64}" in str(caught.value)
 
 
 def test_an_image_lock_of_an_unpublished_selection_fails(keys, repository) -> None:
@@ -327,3 +327,46 @@ def test_bake_verify_image_without_a_registry_host_needs_the_repository(keys) ->
     proc = bake("verify", "--image", "bake/rocm-test:local", "--key", keys[1])
     assert proc.returncode == 2
     assert "give --repository REPO" in proc.stderr
+
+
+def write_manifest(path: Path, assets: list[Asset], signing: str = "") -> Path:
+    """The manifest of ``assets`` (each its own entry, sized), after an optional ``[signing]`` table."""
+    entries = [
+        f'[[asset]]\nname = "{a.name}"\npath = "{a.path}"\nsha256 = "{a.sha256}"\nsize = {a.size}\n'
+        f'urls = ["{a.urls[0]}"]\n'
+        for a in assets
+    ]
+    path.write_text(signing + "\n".join(entries))
+    return path
+
+
+def test_a_manifests_signing_table_is_what_pin_verifies_with(published, keys, tmp_path: Path) -> None:
+    key, pub = keys
+    block, assets = published
+    plain = write_manifest(tmp_path / "plain.toml", assets)
+    table = '[signing]\nverify-key = "cosign.pub"\ntlog = false\n\n'
+    manifest = write_manifest(tmp_path / "assets.toml", assets, table)
+    sign_block(block, manifest, [], signing.signer(key, tlog=False))
+    verifier = pin_verifier(manifest, None)
+    assert (verifier.key, verifier.tlog) == (pub, False)
+    verify_block(block, manifest, [], verifier)
+    assert pin_verifier(plain, None) is None
+    _, other = key_pair(tmp_path, "other")
+    assert pin_verifier(manifest, other, no_tlog=True).key == other
+    with pytest.raises(Unverified, match="5 of 5 image"):
+        verify_block(block, manifest, [], pin_verifier(manifest, other, no_tlog=True))
+
+
+def test_digests_already_pinned_are_verified_too(published, keys, tmp_path: Path, repository: str) -> None:
+    key, pub = keys
+    block, assets = published
+    manifest = write_manifest(tmp_path / "assets.toml", assets)
+    sign_block(block, manifest, [], signing.signer(key, tlog=False))
+    _, was = block.units[0]
+    unsigned = repush(was, {"data/vocab.bin": b"something else"})
+    lines = [("Dockerfile:3", was.pinned), ("Dockerfile:4", unsigned.pinned), ("Dockerfile:5", repository)]
+    with pytest.raises(Unverified) as caught:
+        verify_block(block, manifest, [], signer(pub), pinned=lines)
+    assert str(caught.value).splitlines()[1:] == [
+        f"  Dockerfile:4, pinned {repository}@{unsigned.digest}: it has no signature"
+    ]
