@@ -50,7 +50,8 @@ def asset_of(path: str, data: bytes) -> Asset:
     return Asset(path.replace("/", "_"), path, sha, (f"https://assets.invalid/{path}",), size=len(data))
 
 
-def _tar(files: Mapping[str, bytes]) -> bytes:
+def tar_of(files: Mapping[str, bytes]) -> bytes:
+    """A layer tar of ``files`` (path under the asset root -> bytes), read-only, as a unit holds them."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as tar:
         for path, data in sorted(files.items()):
@@ -84,13 +85,13 @@ def push_selection(repository: str, units: Mapping[str, Mapping[str, bytes]]) ->
     assets = [asset_of(path, data) for files in units.values() for path, data in files.items()]
     digest = manifest_digest(assets)
     lock = lock_document(assets, {a.path: a.size for a in assets})
-    index_tar = _tar({"bake.lock.json": json.dumps(lock, indent=2, sort_keys=True).encode()})
+    index_tar = tar_of({"bake.lock.json": json.dumps(lock, indent=2, sort_keys=True).encode()})
     published, tars = [], []
     for name, files in units.items():
         # One unit of all its files, whatever their names (units_of keys it as publish does).
         (unit,) = layers.units_of([replace(asset_of(p, d), layer="unit") for p, d in files.items()])
         unit = layers.Unit(name, unit.key, unit.paths)
-        tars.append(_tar(files))
+        tars.append(tar_of(files))
         published.append(
             (unit, Published(f"{repository}:{unit.tag}", push_image(repository, unit.tag, tars[-1:])))
         )
@@ -103,4 +104,4 @@ def push_selection(repository: str, units: Mapping[str, Mapping[str, bytes]]) ->
 def repush(published: Published, files: Mapping[str, bytes]) -> Published:
     """Push other files under the same tag (a unit replaced behind its name); return what it serves now."""
     repository, _, tag = published.ref.rpartition(":")
-    return Published(published.ref, push_image(repository, tag, [_tar(files)]))
+    return Published(published.ref, push_image(repository, tag, [tar_of(files)]))

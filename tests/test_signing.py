@@ -8,6 +8,7 @@ own, and signs with a key pair it makes. Tests sign with ``--tlog-upload=false``
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -32,7 +33,7 @@ from bake.publish import Block
 from bake.signing import pin_verifier, sign, sign_block, subjects_of, verify, verify_block, verify_lock
 from tests.registries import OCI_MANIFEST, REGISTRY, remove_images_named
 from tests.runners import REPO, bake
-from tests.signed import key_pair, push_selection, repush
+from tests.signed import key_pair, push_image, push_selection, repush, tar_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 
@@ -58,6 +59,10 @@ def keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
 @pytest.fixture
 def published(repository: str) -> tuple[Block, list[Asset]]:
     return push_selection(repository, UNITS)
+
+
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def signer(key: str) -> Cosign:
@@ -370,3 +375,20 @@ def test_digests_already_pinned_are_verified_too(published, keys, tmp_path: Path
     assert str(caught.value).splitlines()[1:] == [
         f"  Dockerfile:4, pinned {repository}@{unsigned.digest}: it has no signature"
     ]
+
+
+def test_bake_verify_image_hashes_the_images_files_against_its_lock(
+    published, keys, repository: str, image_cleanup: None
+) -> None:
+    _, assets = published
+    lock = lock_document(assets, {a.path: a.size for a in assets})
+    files = {path: data for unit in UNITS.values() for path, data in unit.items()}
+    files["data/vocab.bin"] = files["data/vocab.bin"][:-1] + b"?"
+    index = tar_of({"bake.lock.json": json.dumps(lock).encode()})
+    tampered = push_image(repository, "tampered", [tar_of(files), index])
+    proc = bake("verify", "--image", f"{repository}@{tampered}", "--key", keys[1], "--no-tlog", timeout=240)
+    assert proc.returncode == 3, proc.stderr
+    vocab = next(a for a in assets if a.path == "data/vocab.bin")
+    assert "1 asset(s) differ from its bake.lock.json, so no signature can vouch for them" in proc.stderr
+    assert f"data/vocab.bin: 1200 bytes, sha256 {sha256_of(files['data/vocab.bin'])}; " in proc.stderr
+    assert f"the lock says 1200, {vocab.sha256}" in proc.stderr
