@@ -371,6 +371,12 @@ def _add_publish_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(run=cmd_publish)
     _add_image_selection(p)
+    p.add_argument(
+        "--sign",
+        metavar="KEY",
+        help="sign each image and attest each unit's files with cosign (a private key file or a KMS URI)",
+    )
+    _add_no_tlog(p)
     p.add_argument("buildx_args", nargs=argparse.REMAINDER, help="passed to docker buildx build (after --)")
 
 
@@ -381,6 +387,13 @@ def _add_pin_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=cmd_pin)
     _add_image_selection(p)
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each stale line")
+    p.add_argument(
+        "--verify-key",
+        metavar="KEY",
+        help="refuse (exit 5) images not signed with KEY or attesting other files (default: the manifest's "
+        "[signing] verify-key)",
+    )
+    _add_no_tlog(p)
     p.add_argument("dockerfiles", nargs="+", type=Path, metavar="DOCKERFILE")
 
 
@@ -736,32 +749,45 @@ def _publish_command(args: argparse.Namespace) -> str:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from bake import publish
+    from bake import publish, signing
 
     # publish_* check the repository and read the manifest before they ask the registry.
     _check_image_selection(args)
     buildx_args = _passed_on(args.buildx_args)
+    signer = signing.signer(args.sign, tlog=not args.no_tlog) if args.sign else None  # before any build
     if args.runtime:
-        print(publish.publish_runtime(args.repository, buildx_args).pinned)
+        runtime = publish.publish_runtime(args.repository, buildx_args)
+        if signer:
+            signing.sign_published(runtime, signer)
+        print(runtime.pinned)
     else:
         block = publish.publish_assets(Path(args.manifest), args.repository, args.group, buildx_args)
+        if signer:
+            signing.sign_block(block, args.manifest, args.group, signer)
         print("\n".join(block.lines()))
     return 0
 
 
 def cmd_pin(args: argparse.Namespace) -> int:
-    from bake import pin, publish
+    from bake import pin, publish, signing
 
     _check_image_selection(args)
+    verifier = signing.pin_verifier(
+        None if args.runtime else args.manifest, args.verify_key, no_tlog=args.no_tlog
+    )
+    # --check proves the digests already on the lines too, before it compares them.
+    lines = pin.pinned_lines(args.dockerfiles, args.repository) if verifier and args.check else []
     if args.runtime:
-        pinned, block = (
-            publish.lookup(publish.runtime_ref(args.repository), _publish_command(args)).pinned,
-            None,
-        )
+        runtime = publish.lookup(publish.runtime_ref(args.repository), _publish_command(args))
+        if verifier:
+            signing.verify_published(runtime, verifier, lines)
+        pinned, block = runtime.pinned, None
     else:
         chosen = publish.lookup_block(
             Path(args.manifest), args.repository, args.group, _publish_command(args)
         )
+        if verifier:
+            signing.verify_block(chosen, args.manifest, args.group, verifier, lines)
         pinned = chosen.whole.pinned
         block = [pin.BlockLine(unit.name, found.pinned) for unit, found in chosen.units]
         block.append(pin.BlockLine(None, chosen.index.pinned))

@@ -33,7 +33,7 @@ from bake.attestation import (
 from bake.cosign import Cosign, CosignError, Unverified, check_key
 from bake.errors import BakeError
 from bake.manifest import load_manifest, manifest_digest, select
-from bake.publish import INDEX_PREFIX, Block
+from bake.publish import INDEX_PREFIX, Block, Published
 from bake.registry import split_repository
 from bake.text import escape
 
@@ -295,7 +295,10 @@ def sign_block(block: Block, manifest: str | Path, groups: Sequence[str], cosign
     Raises CosignError (exit 5) naming each image cosign could not sign.
     """
     chosen = select(load_manifest(manifest, allow_http=True), groups)
-    sign(subjects_of(block, list(chosen), manifest_digest(chosen), sizes), cosign)
+    subjects = subjects_of(block, list(chosen), manifest_digest(chosen), sizes)
+    sign(subjects, cosign)
+    attested = sum(s.predicate is not None for s in subjects)
+    log.info("signed %d image(s) with %s, and attested the files of %d", len(subjects), cosign.key, attested)
 
 
 def verify_block(
@@ -313,7 +316,31 @@ def verify_block(
     """
     chosen = select(load_manifest(manifest, allow_http=True), groups)
     subjects = subjects_of(block, list(chosen), manifest_digest(chosen))
-    verify([*subjects, *pinned_subjects(pinned, {s.image for s in subjects})], cosign)
+    subjects += pinned_subjects(pinned, {s.image for s in subjects})
+    _refuse_pin(subjects, cosign)
+    log.info("%d image(s) signed with %s, their attested files the manifest's", len(subjects), cosign.key)
+
+
+def sign_published(image: Published, cosign: Cosign) -> None:
+    """Sign one published image (the runtime image): a signature, no attestation. Raises CosignError."""
+    sign([Subject("runtime", _without_tag(image.ref), image.digest)], cosign)
+
+
+def verify_published(image: Published, cosign: Cosign, pinned: Sequence[tuple[str, str]] = ()) -> None:
+    """Prove one published image (the runtime image), and the digests already ``pinned``, signed."""
+    subject = Subject("runtime", _without_tag(image.ref), image.digest)
+    _refuse_pin([subject, *pinned_subjects(pinned, {subject.image})], cosign)
+
+
+def _refuse_pin(subjects: Sequence[Subject], cosign: Cosign) -> None:
+    """``verify`` for ``bake pin``: a failure says that nothing was written, and what to do."""
+    try:
+        verify(subjects, cosign)
+    except (Unverified, CosignError) as exc:
+        raise type(exc)(
+            f"{exc}\nNothing was pinned; every Dockerfile is as it was. Publish with `bake publish --sign` "
+            f"and the private half of {cosign.key}, or find out who pushed these images"
+        ) from None
 
 
 def pinned_subjects(pinned: Sequence[tuple[str, str]], known: set[str] = frozenset()) -> list[Subject]:

@@ -213,3 +213,17 @@ def test_without_cosign_signing_is_a_usage_error_and_plain_publish_works_as_befo
     )
     assert plain.returncode == 0, plain.stderr[-4000:]
     assert len(plain.stdout.splitlines()) == 4
+
+
+def test_the_runtime_image_is_signed_and_verified_too(site, repository: str) -> None:
+    runtime = ["--runtime", "--repository", repository]
+    signed = bake(site, "publish", *runtime, "--sign", "bake.key", "--no-tlog", *HOST_NETWORK)
+    assert signed.returncode == 0, signed.stderr[-4000:]
+    target = site[0] / f"Dockerfile.runtime-{repository.rsplit('/', 1)[1]}"
+    target.write_text(f"FROM {STANDIN}\nCOPY --link --from={repository} / /\n")
+    before = target.read_bytes()
+    other = bake(site, "pin", *runtime, "--verify-key", "other.pub", "--no-tlog", target.name)
+    assert "1 of 1 image(s) failed verification with other.pub" in refused(other, target, before)
+    done = bake(site, "pin", *runtime, *VERIFY, target.name)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert bake(site, "pin", *runtime, "--check", *VERIFY, target.name).returncode == 0

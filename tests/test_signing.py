@@ -372,8 +372,12 @@ def test_digests_already_pinned_are_verified_too(published, keys, tmp_path: Path
     lines = [("Dockerfile:3", was.pinned), ("Dockerfile:4", unsigned.pinned), ("Dockerfile:5", repository)]
     with pytest.raises(Unverified) as caught:
         verify_block(block, manifest, [], signer(pub), pinned=lines)
-    assert str(caught.value).splitlines()[1:] == [
-        f"  Dockerfile:4, pinned {repository}@{unsigned.digest}: it has no signature"
+    message = str(caught.value).splitlines()
+    assert message[0].startswith("1 of 6 image(s) failed verification")
+    assert message[1:] == [
+        f"  Dockerfile:4, pinned {repository}@{unsigned.digest}: it has no signature",
+        f"Nothing was pinned; every Dockerfile is as it was. Publish with `bake publish --sign` and the "
+        f"private half of {pub}, or find out who pushed these images",
     ]
 
 
