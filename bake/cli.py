@@ -772,9 +772,8 @@ def cmd_pin(args: argparse.Namespace) -> int:
     from bake import pin, publish, signing
 
     _check_image_selection(args)
-    verifier = signing.pin_verifier(
-        None if args.runtime else args.manifest, args.verify_key, no_tlog=args.no_tlog
-    )
+    manifest = None if args.runtime else args.manifest
+    verifier = signing.pin_verifier(args.repository, manifest, args.verify_key, no_tlog=args.no_tlog)
     # --check proves the digests already on the lines too, before it compares them.
     lines = pin.pinned_lines(args.dockerfiles, args.repository) if verifier and args.check else []
     if args.runtime:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from bake.asset import Asset
-from bake.assets_image import registry_digest
+from bake.assets_image import check_repo, registry_digest
 from bake.attestation import (
     PREDICATE_TYPE,
     Attested,
@@ -276,10 +276,14 @@ def signer(key: str, *, tlog: bool = True) -> Cosign:
     return Cosign.signer(check_key(key, "--sign"), tlog=tlog)
 
 
-def pin_verifier(manifest: str | Path | None, key: str | None, *, no_tlog: bool = False) -> Cosign | None:
+def pin_verifier(
+    repository: str, manifest: str | Path | None, key: str | None, *, no_tlog: bool = False
+) -> Cosign | None:
     """The cosign ``bake pin`` verifies with: ``--verify-key``, else the manifest's ``[signing]``; None
-    when neither names a key. Raises UsageError (exit 2) for a key cosign cannot take, or without cosign.
+    when neither names a key. Raises UsageError (exit 2), after the repository's own check, for a key
+    cosign cannot take, or without cosign.
     """
+    check_repo(repository, option="--repository")
     if key:
         return Cosign(check_key(key, "--verify-key"), tlog=not no_tlog)
     signing = load_manifest(manifest, allow_http=True).signing if manifest is not None else None

@@ -345,21 +345,23 @@ def write_manifest(path: Path, assets: list[Asset], signing: str = "") -> Path:
     return path
 
 
-def test_a_manifests_signing_table_is_what_pin_verifies_with(published, keys, tmp_path: Path) -> None:
+def test_a_manifests_signing_table_is_what_pin_verifies_with(
+    published, keys, tmp_path: Path, repository
+) -> None:
     key, pub = keys
     block, assets = published
     plain = write_manifest(tmp_path / "plain.toml", assets)
     table = '[signing]\nverify-key = "cosign.pub"\ntlog = false\n\n'
     manifest = write_manifest(tmp_path / "assets.toml", assets, table)
     sign_block(block, manifest, [], signing.signer(key, tlog=False))
-    verifier = pin_verifier(manifest, None)
+    verifier = pin_verifier(repository, manifest, None)
     assert (verifier.key, verifier.tlog) == (pub, False)
     verify_block(block, manifest, [], verifier)
-    assert pin_verifier(plain, None) is None
+    assert pin_verifier(repository, plain, None) is None
     _, other = key_pair(tmp_path, "other")
-    assert pin_verifier(manifest, other, no_tlog=True).key == other
+    assert pin_verifier(repository, manifest, other, no_tlog=True).key == other
     with pytest.raises(Unverified, match="5 of 5 image"):
-        verify_block(block, manifest, [], pin_verifier(manifest, other, no_tlog=True))
+        verify_block(block, manifest, [], pin_verifier(repository, manifest, other, no_tlog=True))
 
 
 def test_digests_already_pinned_are_verified_too(published, keys, tmp_path: Path, repository: str) -> None:
