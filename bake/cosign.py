@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -115,9 +116,10 @@ class Cosign:
         cosign._check("public-key", proc)
         return replace(cosign, public=proc.stdout)
 
-    def sign(self, image: str) -> None:
-        """Sign ``image`` (``REPO@sha256:…``). cosign adds no second signature by the same key."""
-        self._run("sign", "--yes", *self._upload(), image)
+    def sign(self, images: Sequence[str]) -> None:
+        """Sign ``images`` (each ``REPO@sha256:…``) in one run: a key file is decrypted once, which
+        costs more than the rest. cosign adds no second signature by the same key."""
+        self._run("sign", "--yes", *self._upload(), *images)
 
     def attest(self, image: str, predicate_type: str, predicate: dict) -> None:
         """Attach a signed in-toto attestation of ``predicate`` to ``image`` (``REPO@sha256:…``)."""

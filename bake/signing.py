@@ -124,19 +124,36 @@ def _whole_is(records: Sequence[FileRecord], manifest_digest: str, units: set[st
 def sign(subjects: Sequence[Subject], cosign: Cosign) -> None:
     """Sign every subject and attach its attestation, unless the key's already are there.
 
-    Raises CosignError (exit 5) naming each subject cosign could not sign.
+    The subjects the key has not signed yet are signed in one cosign run, and each missing
+    attestation is attached in one run of its own: cosign decrypts a key file at every run,
+    which costs more than everything else it does here. Raises CosignError (exit 5) naming each
+    subject cosign could not sign or attest.
     """
-    _each(subjects, lambda subject: _sign_one(subject, cosign), f"could not be signed with {cosign.key}")
+    failed = f"could not be signed with {cosign.key}"
+    signed = _each(subjects, lambda subject: _signed(subject, cosign), failed)
+    unsigned = [subject for subject, done in zip(subjects, signed, strict=True) if not done]
+    if unsigned:
+        try:
+            cosign.sign([subject.image for subject in unsigned])
+        except CosignError as exc:
+            lines = "\n".join(f"  {s.what} {s.image}" for s in unsigned)
+            raise CosignError(f"{len(unsigned)} image(s) {failed}: {exc}\n{lines}") from None
+    attested = [subject for subject in subjects if subject.predicate is not None]
+    _each(attested, lambda subject: _attest_one(subject, cosign), f"could not be attested with {cosign.key}")
 
 
-def _sign_one(subject: Subject, cosign: Cosign) -> None:
+def _signed(subject: Subject, cosign: Cosign) -> bool:
+    """Whether the subject carries the key's signature already."""
     try:
         cosign.verify(subject.image)
-        log.debug("%s %s: already signed with %s", subject.what, subject.image, cosign.key)
     except Unverified:
-        cosign.sign(subject.image)
-    if subject.predicate is None:
-        return
+        return False
+    log.debug("%s %s: already signed with %s", subject.what, subject.image, cosign.key)
+    return True
+
+
+def _attest_one(subject: Subject, cosign: Cosign) -> None:
+    """Attach the subject's attestation unless one with the same predicate verifies with the key."""
     try:
         statements = cosign.attestations(subject.image, PREDICATE_TYPE)
     except Unverified:
