@@ -586,7 +586,7 @@ def _assets_root(explicit: Path | None) -> Path:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    if args.image is not None or args.dest is None:
+    if args.image is not None or args.dest is None or args.key is not None or args.repository is not None:
         return _verify_image(args)
     # Inside an image there is no manifest; the lock written at fetch time says what must be there.
     # No default manifest applies here (the contract), but BAKE_MANIFEST names one.

@@ -398,3 +398,20 @@ def test_bake_verify_image_hashes_the_images_files_against_its_lock(
     assert "1 asset(s) differ from its bake.lock.json, so no signature can vouch for them" in proc.stderr
     assert f"data/vocab.bin: 1200 bytes, sha256 {sha256_of(files['data/vocab.bin'])}; " in proc.stderr
     assert f"the lock says 1200, {vocab.sha256}" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--dest", "d", "--key", "k.pub"],
+        ["--image", "127.0.0.1:5000/x:y"],
+        ["--image", "127.0.0.1:5000/x:y", "--key", "k.pub", "--dest", "d"],
+        ["--image", "127.0.0.1:5000/x:y", "--key", "k.pub", "--manifest", "m.toml"],
+        [],
+    ],
+    ids=["key with dest", "image without key", "image with dest", "image with manifest", "nothing"],
+)
+def test_verify_takes_a_destination_or_an_image_with_a_key(args: list[str]) -> None:
+    proc = bake("verify", *args)
+    assert proc.returncode == 2
+    assert "verify takes --dest D [--manifest M], or --image REF --key KEY [--repository REPO]" in proc.stderr
