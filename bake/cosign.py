@@ -41,8 +41,10 @@ TIMEOUT = 300
 # The variable that hands a signer's public key to cosign's verify (``--key env://…``).
 PUBLIC_KEY_VARIABLE = "BAKE_COSIGN_PUBLIC_KEY"
 PASSWORD_VARIABLE = "COSIGN_PASSWORD"
-# A KMS URI (or another cosign key reference) rather than a file: SCHEME://…
-_URI_SCHEMES = ("awskms", "gcpkms", "azurekms", "hashivault", "k8s", "gitlab", "env")
+# Key references cosign resolves itself, SCHEME://…: keys held by a KMS (or a Kubernetes secret, a
+# GitLab project), which decrypt nothing here; and env://VAR, a key file's text in a variable.
+KMS_SCHEMES = ("awskms", "gcpkms", "azurekms", "hashivault", "k8s", "gitlab")
+_URI_SCHEMES = (*KMS_SCHEMES, "env")
 
 
 class Unverified(BakeError):
@@ -101,8 +103,8 @@ class Cosign:
         Raises UsageError without cosign, or without a password where none can be asked for;
         CosignError when cosign cannot read the key (a wrong password).
         """
-        if "://" in key or key.startswith("pkcs11:"):
-            return cls(key, tlog, program)
+        if key.partition("://")[0] in KMS_SCHEMES or key.startswith("pkcs11:"):
+            return cls(key, tlog, program)  # the KMS signs, and verifies with the same reference
         password = os.environ.get(PASSWORD_VARIABLE)
         if password is None:
             if not sys.stdin.isatty():
