@@ -8,25 +8,22 @@ the targets' ``assets`` stage is built once more as a tar (the fetch stage check
 a copy of its Dockerfile whose ``COPY --from=assets`` line is the block of unit lines ``bake
 pin`` writes, pinned to the digests the registry answered with: nothing is fetched, and each
 unit is a layer of its own, as in an image pinned by hand. ``bake publish`` and ``bake pin`` ask
-the registry through the same ``registry_digest``.
+the registry through the same ``bake.registry.Registry.manifest``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import re
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bake import reference
+from bake import reference, registry
 from bake.errors import BuildError, UsageError
 from bake.manifest import load_manifest, manifest_digest, select
 from bake.process import describe_exit
-from bake.text import escape
 
 log = logging.getLogger(__name__)
 
@@ -144,94 +141,30 @@ def resolve(directory: Path, bake_args: Sequence[str], repo: str) -> AssetsImage
     return AssetsImage(f"{repo}:{digest}", digest, tuple(digests), manifest, groups, dockerfiles)
 
 
-# Seconds the Docker engine gets to answer one registry question.
-REGISTRY_TIMEOUT = 60
-
-
 def registry_digest(ref: str) -> str | None:
-    """Return the digest (``sha256:…``) the registry serves for ``ref``, or None only if it has none.
+    """Return the digest (``sha256:…``) of the manifest the registry serves for ``ref``, or None if none.
 
     The one place that decides present, missing or failed, for ``bake publish``, ``bake pin``
-    and ``bake build --assets-image``. The question goes through the Docker engine (the docker
-    SDK's distribution inspect, with the credentials ``docker login`` stored), so it sees the
-    registry as a build does. "Missing" is the engine's 404, which it gives only for the
-    registry's MANIFEST_UNKNOWN or NAME_UNKNOWN answer. Anything else (an auth refusal, a rate
-    limit, a token endpoint that fails, a network error) raises BuildError with its own message
-    and what to do: it never starts a build and a push.
+    and ``bake build --assets-image`` (bake.served asks through the same ``Registry.manifest``).
+    The question goes to the registry itself (bake.registry, with the credentials ``docker
+    login`` stored), and the digest is the sha256 of the bytes it serves, so a pin names what
+    the registry serves. "Missing" is only its MANIFEST_UNKNOWN or NAME_UNKNOWN answer; anything
+    else (an auth refusal, a rate limit, a token endpoint that fails, a network error) raises
+    BuildError with its own message and what to do: it never starts a build and a push.
     """
-    try:
-        import docker
-    except ImportError:
-        raise BuildError(
-            f"cannot ask the registry for {ref}: this needs the docker SDK; pip install "
-            "'bake-assets[registry]' (or 'WHEEL[registry]' for a wheel built with python -m build)"
-        ) from None
-    registry = docker.auth.resolve_repository_name(ref)[0]
-    client = None
-    try:
-        client = docker.from_env(timeout=REGISTRY_TIMEOUT)
-        answer = client.api.inspect_distribution(ref)
-    except docker.errors.NotFound:
-        return None
-    except docker.errors.APIError as exc:
-        said = escape(str(exc.explanation or exc))
-        logged_in = docker.auth.resolve_authconfig(docker.auth.load_config(), registry) is not None
-        raise BuildError(_registry_failure(ref, registry, exc.status_code, said, logged_in)) from None
-    except docker.errors.DockerException as exc:  # no engine, a bad DOCKER_HOST
-        raise BuildError(
-            f"cannot ask the registry for {ref}: the Docker engine cannot be reached ({escape(str(exc))}); "
-            "start it, or set DOCKER_HOST (scripts/toolchain.sh env)"
-        ) from None
-    except OSError as exc:  # requests' connection errors and timeouts are OSErrors
-        raise BuildError(
-            f"cannot ask the registry for {ref}: the Docker engine did not answer within "
-            f"{REGISTRY_TIMEOUT} s, or at all ({escape(str(exc))}); check the engine (DOCKER_HOST) and "
-            "that the registry answers, then rerun"
-        ) from None
-    finally:
-        if client is not None:
-            client.close()
-    digest = str((answer.get("Descriptor") or {}).get("digest") or "")
-    if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
-        raise BuildError(
-            f"the registry {registry} answered for {ref} without a sha256 manifest digest (saw {digest!r}); "
-            "check that it is a Docker/OCI distribution registry"
-        )
-    _check_served(ref, registry, digest)
-    return digest
+    name, tag = _split_ref(ref)
+    found = registry.Registry(name).manifest(tag)
+    return None if found is None else found.digest
 
 
-def _check_served(ref: str, registry: str, digest: str) -> None:
-    """Hash the manifest the registry serves as ``digest``; raise BuildError unless it is that digest.
-
-    The engine's answer is the registry's Docker-Content-Digest header, the registry's word; a
-    pin must name the bytes it serves. ``docker buildx imagetools inspect --raw`` fetches them
-    with the credentials ``docker login`` stored, as a build would.
-    """
-    name = ref.partition("@")[0]
-    if ":" in name.rsplit("/", 1)[-1]:
-        name = name.rpartition(":")[0]
-    cmd = ["docker", "buildx", "imagetools", "inspect", "--raw", f"{name}@{digest}"]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, check=False, timeout=REGISTRY_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise BuildError(
-            f"cannot fetch the manifest of {ref} to hash it: `{' '.join(cmd)}` did not run ({exc}); install "
-            "the docker CLI with the buildx plugin (scripts/toolchain.sh) or put it on PATH"
-        ) from None
-    if proc.returncode != 0:
-        said = escape(proc.stderr.decode("utf-8", "replace").strip()[-500:])
-        raise BuildError(
-            f"cannot fetch the manifest the registry {registry} serves as {name}@{digest} to hash it "
-            f"({describe_exit(proc.returncode)}: {said}); check that the registry answers, then rerun"
-        )
-    served = "sha256:" + hashlib.sha256(proc.stdout).hexdigest()
-    if served != digest:
-        raise BuildError(
-            f"the registry {registry} names the manifest of {ref} {digest}, but the bytes it serves under "
-            f"that name hash to {served}; a pin would name something else than what it serves: fix or "
-            "replace the registry, then rerun"
-        )
+def _split_ref(ref: str) -> tuple[str, str]:
+    """``REPO:TAG`` or ``REPO@sha256:…`` as (REPO, the tag or digest)."""
+    name, at, digest = ref.partition("@")
+    if at:
+        return name.rpartition(":")[0] if ":" in name.rpartition("/")[2] else name, digest
+    if ":" not in name.rpartition("/")[2]:
+        return name, "latest"
+    return name.rpartition(":")[0], name.rpartition(":")[2]
 
 
 def publish_once(ref: str, what: str, build: Callable[[], None]) -> str:
@@ -256,39 +189,6 @@ def publish_once(ref: str, what: str, build: Callable[[], None]) -> str:
         )
     log.info("pushed %s@%s", ref, found)
     return found
-
-
-def _registry_failure(ref: str, registry: str, status: int | None, said: str, logged_in: bool) -> str:
-    """The message for an engine answer that is neither the manifest nor a definite 'missing'."""
-    if status == 401:
-        return (
-            f"the registry {registry} refused the credentials for {ref} (401: {said}); "
-            f"run `docker login {registry}` with an account that can push to it, then rerun"
-        )
-    if status == 403:
-        return (
-            f"the registry {registry} denies access to {ref} (403: {said}); the account `docker login` "
-            "stored may pull but not push, or the repository belongs to another namespace: "
-            "use a repository you can push to"
-        )
-    if status == 429:
-        return (
-            f"the registry {registry} is rate-limiting requests for {ref} (429: {said}); wait and rerun, "
-            "log in (`docker login`) for a higher limit, or use a registry mirror you run"
-        )
-    if logged_in:
-        todo = "check that the registry is reachable from the engine and answers, then rerun"
-    else:
-        # Docker Hub answers 401 for a repository it does not know, so a first publish
-        # without a login ends here, before anything is built or pushed.
-        todo = (
-            f"no `docker login` credentials for {registry} are stored: if the registry needs a login, "
-            f"run `docker login {registry}`; otherwise check that it is reachable from the engine"
-        )
-    return (
-        f"cannot tell whether the registry {registry} has {ref}: the Docker engine got no definite "
-        f"answer ({status}: {said}); {todo}"
-    )
 
 
 def _print_definition(directory: Path, bake_args: Sequence[str]) -> dict:

@@ -109,7 +109,7 @@ def clear_stale_staging(target: Path) -> None:
             if not entry.name.startswith(prefix):
                 continue
             owner, _, pid = entry.name[len(prefix) :].rpartition(".")[0].rpartition(".")
-            if owner == host and pid.isdigit() and not _pid_alive(int(pid)):
+            if owner == host and pid.isascii() and pid.isdigit() and not _pid_alive(int(pid)):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(entry.path)
 

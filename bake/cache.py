@@ -224,7 +224,7 @@ def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneR
     for sub in ("objects", "partial"):
         with contextlib.suppress(FileNotFoundError):
             shas.update(p.name.split(".")[0] for p in (cache.root / sub).iterdir())
-    for sha in sorted(s for s in shas if SHA256_HEX.match(s)):
+    for sha in sorted(s for s in shas if SHA256_HEX.fullmatch(s)):
         try:
             fd = _acquire(cache.lock_path(sha), fcntl.LOCK_EX, None)
         except BlockingIOError:

@@ -60,13 +60,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "k": KIB, "m": MIB, "g": GIB, "t": TIB}
 
 
 def _bytes(text: str) -> int:
     """A byte count: ``1048576``, ``512M``, ``16G``, ``1.5GiB`` (binary units)."""
-    match = _SIZE.match(text)
+    match = _SIZE.fullmatch(text)
     if not match:
         raise argparse.ArgumentTypeError(f"expected a size such as 1048576, 512M or 16G, got {text!r}")
     value = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
@@ -627,7 +627,7 @@ def _print_findings(findings: list, bad_label: str, nothing_to_check: str) -> li
 
 
 def cmd_manifest(args: argparse.Namespace) -> int:
-    from bake import consumers
+    from bake import consumers, layers
 
     assets = _selected(args)
     if args.action == "digest":
@@ -643,6 +643,9 @@ def cmd_manifest(args: argparse.Namespace) -> int:
         }
         print(json.dumps(doc, indent=2))
         return 0
+    warning = layers.check_layer_budget(layers.units_of(assets))  # refuses what no image could run
+    if warning:
+        log.warning("%s", warning)
     table = assets.consumers()
     findings = consumers.check_manifest(assets, table)
     builtins = ", ".join(c.name for c in table if c.builtin)

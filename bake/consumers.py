@@ -37,7 +37,7 @@ SERVE_HEADER = servefile.HEADER
 # bake's own directory inside each location a consumer with no lock layout of its own serves:
 # its lock, stamps and partials (docs/SERVE_FORMAT.md).
 STATE = ".bake"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _CONSUMER_KEYS = {"name", "locations"}
 
 
@@ -517,7 +517,7 @@ def parse_consumer(raw: object, index: int) -> Consumer:
     name = raw.get("name")
     where = f"consumer {name!r}" if isinstance(name, str) and name else f"consumer #{index + 1}"
     refuse_unknown_keys(raw, _CONSUMER_KEYS, where)
-    if not isinstance(name, str) or not _NAME.match(name) or name == SERVE_NAME:
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name == SERVE_NAME:
         raise ManifestError(
             f"{where}: name {name!r} must be a string of letters, digits, '.', '_' or '-'; "
             "it is also the path prefix the consumer owns"

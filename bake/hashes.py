@@ -9,10 +9,25 @@ from pathlib import Path
 from bake.units import MIB
 
 CHUNK = MIB
-SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")  # a lower-case hex SHA-256, as manifests and the cache spell it
-GIT_SHA1_HEX = re.compile(r"^[0-9a-f]{40}$")  # a git object id (a commit, a blob), as the Hub spells it
+# Whole values, used with fullmatch: ``$`` would also match before a final newline ("…1\n"). The
+# ``\Z`` keeps a ``.match`` exact too.
+SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")  # a lower-case hex SHA-256, as manifests and the cache spell it
+GIT_SHA1_HEX = re.compile(r"[0-9a-f]{40}\Z")  # a git object id (a commit, a blob), as the Hub spells it
 # What the Hub sends as a file's ETag: its git blob id, or an LFS file's sha256.
-HUB_ETAG_HEX = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+HUB_ETAG_HEX = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
+# The prefix pip, Docker and OCI write before a hex SHA-256 (``sha256:…``).
+DIGEST_PREFIX = "sha256:"
+
+
+def bare_sha256(value: object) -> object:
+    """Return a SHA-256 as bake writes it: lower-case hex, without the ``sha256:`` prefix (any case).
+
+    Anything that is not a string comes back as it is, for the caller's own check and message.
+    """
+    if not isinstance(value, str):
+        return value
+    lowered = value.lower()
+    return lowered.removeprefix(DIGEST_PREFIX)
 
 
 def sha256_file(path: str | Path, *, chunk: int = CHUNK) -> str:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bake.asset import Asset
-from bake.errors import BuildError
+from bake.errors import BuildError, UsageError
 from bake.hashes import sha256_file
 
 ROOT = "opt/bake/assets"
@@ -41,6 +41,13 @@ UNIT_PREFIX = "unit-"
 # A unit tag is unit-<name>-<64 hex>, and a tag holds at most 128 characters.
 MAX_NAME = 128 - len(UNIT_PREFIX) - 1 - 64
 UNIT_TAG = re.compile(rf"{UNIT_PREFIX}(?P<name>[A-Za-z0-9_.-]+)-(?P<key>[0-9a-f]{{64}})")
+# An image of at most this many layers runs a container on overlay2, the Docker engine's storage driver:
+# measured on this engine (26.1.5), 127 run and 128 fail "max depth exceeded", since a container
+# stacks two layers of its own on the image's (BuildKit still builds 129). The base's layers count.
+ENGINE_LAYERS = 127
+# The layers a selection may make before bake warns: half of ENGINE_LAYERS, so the base image (a
+# ROCm image has dozens) and the image's own steps keep the other half.
+LAYER_BUDGET = 64
 # Store a layer uncompressed when a sample compresses to more than this share of its size.
 STORE_ABOVE = 0.95
 SAMPLE_CHUNKS, SAMPLE_CHUNK = 16, 1 << 20
@@ -92,6 +99,54 @@ def units_of(assets: Iterable[Asset]) -> tuple[Unit, ...]:
         key = hashlib.sha256(json.dumps(entries, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
         units.append(Unit(name, key, tuple(sorted(a.path for a in held))))
     return tuple(units)
+
+
+def layer_count(units: Sequence[Unit]) -> int:
+    """The image layers a selection of ``units`` makes: one per unit, and the index's."""
+    return len(units) + 1
+
+
+def check_layer_budget(units: Sequence[Unit]) -> str | None:
+    """Return a warning when ``units`` make more than LAYER_BUDGET layers; None when they fit.
+
+    Raises UsageError when they make more than ENGINE_LAYERS less one (the least a base adds), so
+    that no image holding them could run: ``manifest check``, ``publish`` and ``pin`` say so before
+    anything is built, not the engine at build or run time ("max depth exceeded").
+    """
+    count = layer_count(units)
+    if count <= LAYER_BUDGET:
+        return None
+    singles = [u.paths[0].partition("/")[0] for u in units if u.name.startswith("asset.")]
+    top = max(set(singles), key=singles.count, default=None)
+    hint = (
+        f' (for example the {singles.count(top)} assets under {top}/ could all take layer = "{top}")'
+        if top is not None and singles.count(top) > 1
+        else ""
+    )
+    what = (
+        f"the selection makes {count} image layers ({len(units)} units and the index); an image runs on "
+        f"at most {ENGINE_LAYERS} layers under overlay2, the base image's own included"
+    )
+    todo = (
+        f'give small assets that change together one unit with layer = "NAME" in their [[asset]] '
+        f'tables{hint}, or select fewer with --group (docs/building.md, "Layer limits")'
+    )
+    if count > ENGINE_LAYERS - 1:
+        raise UsageError(f"{what}, so no image holding them could run: {todo}")
+    return f"warning: {what}, and bake keeps to {LAYER_BUDGET} to leave the base room: {todo}"
+
+
+@dataclass(frozen=True)
+class Blob:
+    """A layer the registry holds already: its media type, blob digest, size and diff ID."""
+
+    media_type: str
+    digest: str
+    size: int
+    diff_id: str
+
+    def descriptor(self) -> dict:
+        return {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
 
 
 @dataclass(frozen=True)
@@ -209,7 +264,7 @@ def compress(tar: Path) -> Layer:
     return Layer(blob, media_type, digest_of(blob), blob.stat().st_size, diff_id, tar_size)
 
 
-def image(blobs: Sequence[Layer]) -> tuple[bytes, bytes]:
+def image(blobs: Sequence[Layer | Blob]) -> tuple[bytes, bytes]:
     """Return the canonical config and manifest bytes of a ``FROM scratch`` image of these layers."""
     config = _canonical(
         {

@@ -18,10 +18,10 @@ from bake import servefile
 from bake.errors import ManifestError
 
 _VAR = r"[A-Za-z_][A-Za-z0-9_]*"
-_EXPORT = re.compile(rf"^\$({_VAR})$")
-_UNDER = re.compile(rf"^\$\{{({_VAR}):-([^{{}}]*)\}}(?:/(.*))?$")
+_EXPORT = re.compile(rf"\$({_VAR})")
+_UNDER = re.compile(rf"\$\{{({_VAR}):-([^{{}}]*)\}}(?:/(.*))?")
 # A plain path component: no separator, no control character, nothing a shell would expand or quote.
-_COMPONENT = re.compile(r"^[^/\x00-\x1f\x7f$`\\\"'{}]+$")
+_COMPONENT = re.compile(r"[^/\x00-\x1f\x7f$`\\\"'{}]+")
 GRAMMAR = "$VAR or ${VAR:-DEFAULT}/SUB (DEFAULT absolute or $HOME/…, SUB plain path components)"
 
 
@@ -138,18 +138,18 @@ def _home(environ: Mapping[str, str]) -> str:
 
 
 def _components(text: str) -> bool:
-    return all(_COMPONENT.match(c) and c not in (".", "..") for c in text.split("/"))
+    return all(_COMPONENT.fullmatch(c) and c not in (".", "..") for c in text.split("/"))
 
 
 def parse_location(text: object, where: str) -> Location:
     """Parse one location in the contract's grammar. Raises ManifestError naming ``where``."""
     if not isinstance(text, str):
         raise ManifestError(f"{where}: location {text!r} must be a string in the form {GRAMMAR}")
-    match = _EXPORT.match(text)
+    match = _EXPORT.fullmatch(text)
     if match:
         location = Location(match.group(1))
     else:
-        match = _UNDER.match(text)
+        match = _UNDER.fullmatch(text)
         if not match:
             raise ManifestError(f"{where}: location {text!r} is not {GRAMMAR}; nothing else is expanded")
         var, default, sub = match.group(1), match.group(2), match.group(3) or ""

@@ -16,7 +16,7 @@ from pathlib import Path
 from bake import consumers, offline, servefile
 from bake.asset import Asset
 from bake.errors import ManifestError
-from bake.hashes import SHA256_HEX
+from bake.hashes import SHA256_HEX, bare_sha256
 from bake.hub import schema as hub_schema
 from bake.hub.entry import HubEntry
 from bake.paths import check_path, parents
@@ -29,7 +29,7 @@ DEFAULT_MANIFEST = "docker/assets.toml"
 _ALLOWED_KEYS = {"name", "path", "sha256", "urls", "size", "groups", "layer"}
 _REQUIRED_KEYS = ("name", "path", "sha256", "urls")
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # A layer name goes into its unit's image tag (bake.layers), which holds at most 128 characters.
 MAX_LAYER_NAME = 48
 # Root names bake writes itself, beside the assets.
@@ -144,7 +144,7 @@ def _check_groups(groups: object, where: str) -> list[str]:
 
 def _check_layer(layer: object, where: str) -> str | None:
     if layer is not None and not (
-        isinstance(layer, str) and _NAME.match(layer) and len(layer) <= MAX_LAYER_NAME
+        isinstance(layer, str) and _NAME.fullmatch(layer) and len(layer) <= MAX_LAYER_NAME
     ):
         raise ManifestError(
             f"{where}: layer {layer!r} must be a name of at most {MAX_LAYER_NAME} letters, digits, '.', '_' "
@@ -172,19 +172,14 @@ def parse_asset(
     missing = [k for k in _REQUIRED_KEYS if k not in raw]
     if missing:
         raise ManifestError(f"{where}: missing required key(s) {', '.join(missing)}")
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ManifestError(
             f"{where}: name {name!r} must be a non-empty string of letters, digits, '.', '_' or '-'"
         )
-    sha = raw["sha256"]
-    if isinstance(sha, str) and sha.lower().startswith("sha256:"):
+    sha = bare_sha256(raw["sha256"])
+    if not isinstance(sha, str) or not SHA256_HEX.fullmatch(sha):
         raise ManifestError(
-            f"{where}: sha256 {sha!r} carries the 'sha256:' prefix that pip and Docker write; "
-            "drop the prefix: give the 64 hex characters alone"
-        )
-    if not isinstance(sha, str) or not SHA256_HEX.match(sha.lower()):
-        raise ManifestError(
-            f"{where}: sha256 must be 64 hex characters, got {sha!r}"
+            f"{where}: sha256 must be 64 hex characters (or sha256: and them), got {raw['sha256']!r}"
             + (f" ({len(sha)} characters)" if isinstance(sha, str) else "")
         )
     urls = raw["urls"]
@@ -199,7 +194,7 @@ def parse_asset(
     asset = Asset(
         name=name,
         path=check_path(raw["path"], where, RESERVED_ROOT_NAMES),
-        sha256=sha.lower(),
+        sha256=sha,
         urls=tuple(urls),
         size=size,
         groups=tuple(groups),

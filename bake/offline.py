@@ -19,10 +19,10 @@ from bake import servefile
 
 NAME = "bake.offline"
 HEADER = "# bake offline v1"
-_CONSUMER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_WORD = re.compile(r"^[A-Za-z0-9._-]+$")
-_AT_PATH = re.compile(r"^@[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*$")
+_CONSUMER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WORD = re.compile(r"[A-Za-z0-9._-]+")
+_AT_PATH = re.compile(r"@[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*")
 
 
 class HasSwitches(Protocol):
@@ -45,12 +45,12 @@ class Switch:
 
 def problem(switch: Switch) -> str | None:
     """The rule ``switch`` breaks, as the entrypoint words it, or None."""
-    if not _CONSUMER.match(switch.consumer):
+    if not _CONSUMER.fullmatch(switch.consumer):
         return f"a CONSUMER name, saw {switch.consumer!r}"
-    if not _VAR.match(switch.var) or servefile.refused_var(switch.var):
+    if not _VAR.fullmatch(switch.var) or servefile.refused_var(switch.var):
         return f"a variable name other than {servefile.REFUSED_TEXT}, saw {switch.var!r}"
     value = switch.value
-    if not (_WORD.match(value) or (_AT_PATH.match(value) and servefile.plain(value[1:]))):
+    if not (_WORD.fullmatch(value) or (_AT_PATH.fullmatch(value) and servefile.plain(value[1:]))):
         return f"VALUE as a word of letters, digits, . _ - or @PATH inside the asset root, saw {value!r}"
     return None
 

@@ -38,12 +38,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import urllib.error
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bake import __version__, layers, registry
+from bake import __version__, layers, registry, served
 from bake.assets_image import check_repo, publish_once, registry_digest
 from bake.errors import BuildError
 from bake.manifest import load_manifest, manifest_digest, select
@@ -137,11 +136,15 @@ def lookup(ref: str, publish_command: str) -> Published:
     """
     found = registry_digest(ref)
     if found is None:
-        raise BuildError(
-            f"{ref} is not in the registry, so there is nothing to pin to; run `{publish_command}` "
-            "first (it builds and pushes that image), then rerun"
-        )
+        raise _not_published(ref, publish_command)
     return Published(ref, found)
+
+
+def _not_published(ref: str, publish_command: str) -> BuildError:
+    return BuildError(
+        f"{ref} is not in the registry, so there is nothing to pin to; run `{publish_command}` "
+        "first (it builds and pushes that image), then rerun"
+    )
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,10 @@ class Selection:
         return f"{self.repository}:{unit.tag}"
 
     @property
+    def refs(self) -> served.Refs:
+        return served.Refs(tuple(map(self.unit_ref, self.units)), self.index_ref, self.whole_ref)
+
+    @property
     def index_ref(self) -> str:
         return f"{self.repository}:{INDEX_PREFIX}{self.digest}"
 
@@ -187,10 +194,18 @@ class Selection:
 
 
 def selection_of(manifest: Path, repository: str, groups: Sequence[str]) -> Selection:
-    """Return the images of a manifest's selection. Raises UsageError for a bad repository or manifest."""
+    """Return the images of a manifest's selection.
+
+    Raises UsageError for a bad repository or manifest, and for a selection of more units than an
+    image can run on (bake.layers.check_layer_budget, which warns above its budget).
+    """
     check_repo(repository, option="--repository")
     chosen = select(load_manifest(manifest, allow_http=True), groups)
-    return Selection(repository, manifest_digest(chosen), layers.units_of(chosen))
+    units = layers.units_of(chosen)
+    warning = layers.check_layer_budget(units)
+    if warning:
+        log.warning("%s", warning)
+    return Selection(repository, manifest_digest(chosen), units)
 
 
 def publish_assets(
@@ -200,8 +215,8 @@ def publish_assets(
 
     The tree is built (the Dockerfile's ``assets`` stage, fetched and sealed, from the installed
     package) only when one of them is missing. Raises UsageError for a bad repository or
-    manifest, BuildError (exit 5) when the registry gives no definite answer, the build fails or
-    a push fails.
+    manifest, BuildError (exit 5) when the registry gives no definite answer, serves under a tag
+    something else than what bake published (bake.served), the build fails or a push fails.
     """
     chosen = selection_of(manifest, repository, groups)
     build_args = {
@@ -218,55 +233,104 @@ def publish_assets(
 
 
 def publish_selection(chosen: Selection, build: Callable[[Path], None]) -> Block:
-    """Ask the registry for each image of ``chosen``; when one is missing, ``build(tree)`` writes the
-    sealed tree's tar, which is split into the units and the index (bake.layers), and what is
-    missing is pushed. The one "ask, build, push" of ``bake publish`` and ``bake build
-    --assets-image``. Raises BuildError (exit 5) as publish_assets does.
+    """Ask the registry for each image of ``chosen``, all at once, and check what it serves (bake.served).
+
+    When one is missing, ``build(tree)`` writes the sealed tree's tar, which is split into the
+    units and the index (bake.layers); what the registry has is checked against it, and what it
+    lacks is pushed, the images at once. The one "ask, build, check, push" of ``bake publish``
+    and ``bake build --assets-image``. Raises BuildError (exit 5) as publish_assets does.
     """
-    refs = [chosen.unit_ref(u) for u in chosen.units] + [chosen.index_ref, chosen.whole_ref]
-    found = {ref: registry_digest(ref) for ref in refs}
+    target = registry.Registry(chosen.repository)
+    refs = chosen.refs
+    found = served.read(target, [*refs.layered, refs.whole])
     if None not in found.values():
+        served.check(refs, found)
         log.info(
-            "every unit, the index and the whole of %s are in the registry; nothing to build",
-            chosen.whole_ref,
+            "every unit, the index and the whole of %s are in the registry; nothing to build", refs.whole
         )
     else:
-        missing = [ref for ref, digest in found.items() if digest is None]
+        missing = [ref for ref, image in found.items() if image is None]
         log.info("not in the registry yet: %s; building the assets tree to push them", ", ".join(missing))
         with tempfile.TemporaryDirectory(prefix="bake-layers-") as tmp:
             tree = Path(tmp) / "tree.tar"
             build(tree)
-            found |= _push_units(chosen, tree, Path(tmp), found)
-    units = tuple((u, Published(chosen.unit_ref(u), found[chosen.unit_ref(u)])) for u in chosen.units)
-    index, whole = (Published(ref, found[ref]) for ref in (chosen.index_ref, chosen.whole_ref))
-    return Block(units, index, whole)
+            built = _layers_of(chosen, tree, Path(tmp))
+            served.check(refs, found, {ref: layer.diff_id for ref, layer in built.items()})
+            found |= _push_missing(target, refs, found, built)
+    return _block(chosen, found)
 
 
-def _push_units(chosen: Selection, tree: Path, tmp: Path, found: dict[str, str | None]) -> dict[str, str]:
-    """Split ``tree`` into its layers, push each missing image; return {ref: digest} of what was pushed."""
+def _block(chosen: Selection, found: Mapping[str, served.Image | None]) -> Block:
+    """The Block of what the registry serves for every image of ``chosen`` (none may be missing)."""
+    published = {ref: Published(ref, image.digest) for ref, image in found.items() if image is not None}
+    refs = chosen.refs
+    units = tuple(zip(chosen.units, (published[ref] for ref in refs.units), strict=True))
+    return Block(units, published[refs.index], published[refs.whole])
+
+
+def _layers_of(chosen: Selection, tree: Path, tmp: Path) -> dict[str, layers.Layer]:
+    """Split ``tree`` into the units' and the index's layers, compressed at once; {tag: layer}."""
     unit_tars, index_tar = layers.split(tree, chosen.units, tmp)
     tree.unlink()
-    target = registry.Registry(chosen.repository)
-    pushed: dict[str, str] = {}
-    all_layers = []
+    tars = [*(unit_tars[u.name] for u in chosen.units), index_tar]
+    names = [*(f"unit {u.name}" for u in chosen.units), "index"]
+    compressed = registry.concurrently(tars, layers.compress)
+    for name, layer in zip(names, compressed, strict=True):
+        _report(name, layer)
+    return dict(zip(chosen.refs.layered, compressed, strict=True))
+
+
+def _push_missing(
+    target: registry.Registry,
+    refs: served.Refs,
+    found: dict[str, served.Image | None],
+    built: dict[str, layers.Layer],
+) -> dict[str, served.Image]:
+    """Push each image ``found`` lacks, the one-layer ones together, then the whole; return what was pushed.
+
+    A layer the registry already holds for a present image (the same diff ID, checked) is used as
+    it is, so the units, the index and the whole keep naming the same blobs.
+    """
+    held = {layer.diff_id: layer for image in found.values() if image is not None for layer in image.layers}
+    lacking = {ref: [held.get(layer.diff_id, layer)] for ref, layer in built.items() if found[ref] is None}
     try:
-        for ref, name, tar in [
-            *((chosen.unit_ref(u), f"unit {u.name}", unit_tars[u.name]) for u in chosen.units),
-            (chosen.index_ref, "index", index_tar),
-        ]:
-            layer = layers.compress(tar)
-            all_layers.append(layer)
-            _report(name, layer)
-            if found[ref] is None:
-                config, manifest = layers.image([layer])
-                _push_image(target, ref, [layer], config, manifest)
-                pushed[ref] = f"sha256:{hashlib.sha256(manifest).hexdigest()}"
-        if found[chosen.whole_ref] is None:
-            config, manifest = layers.image(all_layers)
-            _push_image(target, chosen.whole_ref, all_layers, config, manifest)
-            pushed[chosen.whole_ref] = f"sha256:{hashlib.sha256(manifest).hexdigest()}"
-    except (OSError, urllib.error.URLError) as exc:
-        raise registry.failure(chosen.repository, exc) from None
+        pushed = _push_images(target, lacking)
+        if found[refs.whole] is None:
+            # Every layer is in the repository by now: the whole sends its config and manifest alone.
+            every = [(found[ref] or pushed[ref]).layers[0] for ref in refs.layered]
+            pushed |= _push_images(target, {refs.whole: every})
+    except (OSError, ValueError) as exc:  # URLError is an OSError; ValueError, a host no URL holds
+        raise registry.failure(refs.whole.rpartition(":")[0], exc) from None
+    return pushed
+
+
+def _push_images(
+    target: registry.Registry, images: Mapping[str, Sequence[layers.Layer | layers.Blob]]
+) -> dict[str, served.Image]:
+    """Push ``images`` (tag -> layers): every blob they need at once, then every manifest at once.
+
+    Two steps of round trips whatever the count (registry.concurrently keeps CONNECTIONS in
+    flight): a blob is one mount-or-upload and its PUT, a manifest one PUT. A Blob, which the
+    repository holds already, is not sent.
+    """
+    documents = {ref: layers.image(blobs) for ref, blobs in images.items()}
+    uploads: dict[str, tuple[Path | None, bytes | None]] = {}
+    for ref, blobs in images.items():
+        config = documents[ref][0]
+        uploads[f"sha256:{hashlib.sha256(config).hexdigest()}"] = (None, config)
+        uploads |= {b.digest: (b.path, None) for b in blobs if isinstance(b, layers.Layer)}
+    registry.concurrently(
+        list(uploads.items()), lambda blob: target.push_blob(blob[0], path=blob[1][0], data=blob[1][1])
+    )
+    digests = registry.concurrently(
+        list(images),
+        lambda ref: target.put_manifest(ref.rpartition(":")[2], documents[ref][1], layers.MANIFEST_TYPE),
+    )
+    pushed = {}
+    for ref, digest in zip(images, digests, strict=True):
+        log.info("pushed %s@%s", ref, digest)
+        held = tuple(layers.Blob(b.media_type, b.digest, b.size, b.diff_id) for b in images[ref])
+        pushed[ref] = served.Image(ref, digest, held)
     return pushed
 
 
@@ -280,21 +344,21 @@ def _report(name: str, layer: layers.Layer) -> None:
     )
 
 
-def _push_image(
-    target: registry.Registry, ref: str, blobs: Sequence[layers.Layer], config: bytes, manifest: bytes
-) -> None:
-    for layer in blobs:
-        target.push_blob(layer.digest, path=layer.path)
-    target.push_blob(f"sha256:{hashlib.sha256(config).hexdigest()}", data=config)
-    digest = target.put_manifest(ref.rsplit(":", 1)[1], manifest, layers.MANIFEST_TYPE)
-    log.info("pushed %s@%s", ref, digest)
-
-
 def lookup_block(manifest: Path, repository: str, groups: Sequence[str], publish_command: str) -> Block:
-    """Return what the registry serves for each unit, the index and the whole (see ``lookup``)."""
+    """Return what the registry serves for each unit, the index and the whole, checked (bake.served).
+
+    Raises BuildError (exit 5) when one is missing, telling the user to run ``publish_command``
+    first; when the registry gives no definite answer; and when what it serves is not what bake
+    published.
+    """
     chosen = selection_of(manifest, repository, groups)
-    units = tuple((unit, lookup(chosen.unit_ref(unit), publish_command)) for unit in chosen.units)
-    return Block(units, lookup(chosen.index_ref, publish_command), lookup(chosen.whole_ref, publish_command))
+    refs = chosen.refs
+    found = served.read(registry.Registry(repository), [*refs.layered, refs.whole])
+    for ref, image in found.items():
+        if image is None:
+            raise _not_published(ref, publish_command)
+    served.check(refs, found)
+    return _block(chosen, found)
 
 
 def publish_runtime(repository: str, buildx_args: Sequence[str] = ()) -> Published:

@@ -20,10 +20,10 @@ HEADER = "# bake serve v1"
 MAX_FIELD = 1024
 MAX_LINE = 4096
 
-_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
-_CONSUMER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_DIGITS = re.compile(r"^[0-9]+$")
+_ID = re.compile(r"[A-Za-z0-9_.-]+")
+_CONSUMER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DIGITS = re.compile(r"[0-9]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # What a shell (bash, dash, busybox ash), the dynamic loader, libc or an interpreter reads to decide what
 # runs, or where (NAME*: a prefix), in the order messages name them: tests/test_servefile.py names the
@@ -256,13 +256,13 @@ class _Reader:
         return getattr(self, f"check_{kind}")(*f)
 
     def check_loc(self, id_: str, consumer: str, mode: str, var: str, sub: str, fallback: str) -> str | None:
-        if not _ID.match(id_):
+        if not _ID.fullmatch(id_):
             return f"an ID of letters, digits, _ . -, saw '{id_}'"
         if id_ in self.loc_ids:
             return f"one loc line per ID, saw '{id_}' twice"
-        if consumer != "-" and not _CONSUMER.match(consumer):
+        if consumer != "-" and not _CONSUMER.fullmatch(consumer):
             return f"a CONSUMER name or -, saw '{consumer}'"
-        if not _VAR.match(var) or refused_var(var):
+        if not _VAR.fullmatch(var) or refused_var(var):
             return f"a variable name other than {REFUSED_TEXT}, saw '{var}'"
         if sub and not plain(sub):
             return f"SUB as plain relative components, saw '{sub}'"
@@ -282,9 +282,9 @@ class _Reader:
             return f"a CONSUMER named by a loc record above, saw '{consumer}'"
         if consumer in self.sets:
             return f"one set record per consumer, saw '{consumer}' twice"
-        if not SHA256_HEX.match(dig):
+        if not SHA256_HEX.fullmatch(dig):
             return f"DIGEST as 64 lower-case hex characters, saw '{dig}'"
-        if not _DIGITS.match(size):
+        if not _DIGITS.fullmatch(size):
             return f"BYTES as decimal digits, saw '{size}'"
         if not plain(state) or not state.startswith("."):
             return f"STATE as plain components, the first hidden (.NAME), saw '{state}'"
@@ -316,11 +316,11 @@ class _Reader:
         if view not in VIEWS:
             return f"VIEW both or copied, saw '{view}'"
         problem = self.new_name(consumer, name) or (
-            None if _DIGITS.match(size) else f"SIZE in bytes, saw '{size}'"
+            None if _DIGITS.fullmatch(size) else f"SIZE in bytes, saw '{size}'"
         )
         if problem:
             return problem
-        if not SHA256_HEX.match(sha):
+        if not SHA256_HEX.fullmatch(sha):
             return f"SHA256 as 64 lower-case hex characters, saw '{sha}'"
         self.names.add((consumer, name))
         self.files.add((consumer, name))

@@ -28,7 +28,7 @@ def is_loopback_host(host: str | None) -> bool:
 # URLs (S3's X-Amz-*, Google's X-Goog-*, Azure's SAS ``sig``). A name that contains one of the
 # words counts, whatever its case.
 _CREDENTIAL_PARAM = re.compile(
-    r"token|secret|passw|signature|credential|api_?key|^(sig|key|auth|pwd|code)$", re.IGNORECASE
+    r"token|secret|passw|signature|credential|api_?key|^(sig|key|auth|pwd|code)\Z", re.IGNORECASE
 )
 
 

@@ -17,6 +17,7 @@ class LoopbackServer(ThreadingHTTPServer):
 
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 64  # clients that open many connections at once (bake's registry client)
 
     def __init__(
         self, handler: type[BaseHTTPRequestHandler], *, port: int = 0, tls: tuple[str, str] | None = None

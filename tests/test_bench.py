@@ -229,3 +229,23 @@ def test_harvest_names_every_damaged_cached_file(report: dict) -> None:
 def test_the_machine_is_described(report: dict) -> None:
     machine = report["machine"]
     assert machine["nproc"] >= 1 and machine["memory_gib"] > 0 and machine["cpu"]
+
+
+@pytest.mark.timeout(600)
+def test_round_trips_counts_every_phase_and_asks_twice_a_tag(tmp_path: Path) -> None:
+    """Measure 13 alone (`--round-trips`, this checkout only): each phase's requests, counted by its proxy."""
+    out = tmp_path / "round-trips.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts/bench.py"), "--round-trips", "--json", str(out)],
+        capture_output=True, text=True, timeout=580, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(out.read_text())
+    assert [(row["bake"], row["units"]) for row in found["rows"]] == [("new", 1), ("new", 16)]
+    for row in found["rows"]:
+        tags = row["units"] + 2  # the units, the index and the whole
+        assert row["pin"]["requests"] == row["ask"]["requests"] == 2 * tags, row
+        # a question a tag; per one-layer image its layer, config (2 each) and manifest; the whole's 3
+        assert row["push"]["requests"] == tags + 5 * (row["units"] + 1) + 3, row
+        assert all(row[phase]["round_trips"] > 0 for phase in ("push", "ask", "pin")), row
+    assert "| this checkout | 16 |" in proc.stdout

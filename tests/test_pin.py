@@ -19,9 +19,8 @@ from hypothesis import strategies as st
 
 from bake.errors import UsageError
 from bake.pin import BlockLine, StalePin, find_references, pin_block, pin_files, pin_text
-from bake.publish import selection_of
-from tests.baked import write_manifest
-from tests.registries import REGISTRY, push_manifest
+from tests.baked import FILES, write_manifest
+from tests.registries import REGISTRY, publish_files
 from tests.runners import bake
 
 REPO = "registry.example:5000/vllm-ci/bake-assets"
@@ -334,16 +333,12 @@ class Published:
 
 @pytest.fixture
 def published(engine: None, tmp_path: Path) -> Published:
-    """A manifest, a repository of its own, and each image of its --group vllm selection pushed."""
+    """A manifest, a repository of its own, and each image of its --group vllm selection published."""
     manifest = write_manifest(tmp_path / "assets.toml")
     repo = f"{REGISTRY}/bake-test/pin-{uuid.uuid4().hex[:12]}"
-    chosen = selection_of(manifest, repo, ["vllm"])
-
-    def pushed(ref: str) -> str:
-        return f"{ref}@{push_manifest(ref)}"
-
-    units = tuple(pushed(chosen.unit_ref(unit)) for unit in chosen.units)
-    return Published(manifest, repo, units, pushed(chosen.index_ref), pushed(chosen.whole_ref))
+    block = publish_files(manifest, repo, ["vllm"], FILES)
+    units = tuple(found.pinned for _, found in block.units)
+    return Published(manifest, repo, units, block.index.pinned, block.whole.pinned)
 
 
 @pytest.mark.docker

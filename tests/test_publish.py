@@ -20,13 +20,13 @@ import pytest
 
 from bake import __version__
 from bake.assets_image import registry_digest
-from bake.publish import context_files, runtime_tag
+from bake.publish import context_files, runtime_tag, selection_of
 from bake.testing.image import ImageUnderTest
 from tests.assets import mirror_args
 from tests.baked import FILES, VOCAB_PATH, sha256, write_manifest
 from tests.baked import serve as serve_files
 from tests.mirror import Mirror
-from tests.registries import REGISTRY, AnsweringRegistry, free_port, remove_images_named
+from tests.registries import REGISTRY, AnsweringRegistry, free_port, push_one_layer, remove_images_named
 from tests.runners import REPO
 
 pytestmark = pytest.mark.docker
@@ -217,8 +217,29 @@ def test_the_runtime_tag_changes_with_any_byte_of_bake(tmp_path: Path) -> None:
 
 def test_no_engine_is_a_named_failure(site: tuple[Path, dict[str, str]]) -> None:
     manifest, env = site
+    repo = f"{REGISTRY}/bake-test/{RUN}-never"
     proc = bake_cli(
-        "publish", "--manifest", str(manifest), "--repository", f"{REGISTRY}/bake-test/never",
+        "publish", "--manifest", str(manifest), "--repository", repo,
         cwd=manifest.parent, env={**env, "DOCKER_HOST": "unix:///nonexistent.sock"},
     )  # fmt: skip
-    assert proc.returncode == 5 and "Docker engine cannot be reached" in proc.stderr, proc.stderr
+    # The registry is asked directly (it lacks the images); the build is what needs the engine.
+    assert proc.returncode == 5 and "Cannot connect to the Docker daemon" in proc.stderr, proc.stderr
+    assert f"building {repo}:" in proc.stderr and "nothing was pushed" in proc.stderr
+
+
+def test_a_unit_someone_pushed_first_is_exit_5_and_nothing_else_is_pushed(
+    site: tuple[Path, dict[str, str]], repository: str
+) -> None:
+    manifest, env = site
+    chosen = selection_of(manifest, repository, ["vllm"])
+    unit = chosen.unit_ref(chosen.units[0])
+    served = push_one_layer(unit, VOCAB_PATH, b"other bytes under the vocab's unit tag\n")
+    selection = ["--manifest", str(manifest), "--repository", repository, "--group", "vllm"]
+    proc = bake_cli("publish", *selection, *HOST_NETWORK, cwd=manifest.parent, env=env)
+    assert proc.returncode == 5 and proc.stdout == "", proc.stderr[-3000:]
+    assert (
+        f"{unit}: expected 1 layer, diff ID sha256:" in proc.stderr and "(the tree bake built)" in proc.stderr
+    )
+    assert f"served {served}" in proc.stderr and "Traceback" not in proc.stderr
+    assert registry_digest(chosen.index_ref) is None and registry_digest(chosen.whole_ref) is None
+    assert registry_digest(unit) == served, "the tag keeps what was there: bake overwrites nothing"

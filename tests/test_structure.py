@@ -85,6 +85,7 @@ LAYERS = {
         "bake.context",
         "bake.registry",
         "bake.layers",
+        "bake.served",
         "bake.assets_image",
         "bake.dockerfile",
         "bake.pin",

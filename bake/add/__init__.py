@@ -32,7 +32,7 @@ from bake.asset import Asset
 from bake.errors import FetchError, ManifestError, UsageError
 from bake.fetch import FetchOptions, fetch_to_cache
 from bake.fetch.progress import Progress
-from bake.hashes import GIT_SHA1_HEX
+from bake.hashes import GIT_SHA1_HEX, bare_sha256
 from bake.manifest import Manifest
 from bake.urls import check_url, is_credential_param, redact_url
 
@@ -182,7 +182,7 @@ def add(
     name = name or derive_name(written, path)
     _check_unused(assets, manifest_path, name, path)
     # The entry's rules (path, name, groups) are checked before any byte is fetched.
-    draft = Asset(name, path, (sha256 or "0" * 64).lower(), (written,), None, tuple(groups))
+    draft = Asset(name, path, str(bare_sha256(sha256 or "0" * 64)), (written,), None, tuple(groups))
     manifest.parse_manifest(
         manifestedit.appended(text, render_entry(draft)), source=str(manifest_path), allow_http=True
     )

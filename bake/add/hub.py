@@ -26,17 +26,17 @@ from bake.errors import FetchError, ManifestError, UsageError
 from bake.fetch.options import FetchOptions
 from bake.hub.entry import DEFAULT_DOWNLOADER
 
-_URL = re.compile(r"^hf://(?:(datasets)/)?([^/@]+/[^/@]+)(?:@([^/]+))?/?$")
+_URL = re.compile(r"hf://(?:(datasets)/)?([^/@]+/[^/@]+)(?:@([^/]+))?/?")
 
 
 def is_repo_url(url: str) -> bool:
     """True for ``hf://[datasets/]ORG/REPO[@REV]`` (a repository, not one file)."""
-    return bool(_URL.match(url))
+    return bool(_URL.fullmatch(url))
 
 
 def parse_url(url: str, repo_type: str | None) -> tuple[str, str, str | None]:
     """Return (repo, kind, revision or None). Raises UsageError for anything else."""
-    match = _URL.match(url)
+    match = _URL.fullmatch(url)
     if not match:
         raise UsageError(f"{url}: expected hf://ORG/REPO[@REVISION] or hf://datasets/ORG/REPO[@REVISION]")
     kind = "dataset" if match.group(1) else repo_type or "model"

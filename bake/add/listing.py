@@ -193,7 +193,7 @@ class HubReader:
         what = f"{self.label}@{revision or 'main'}"
         doc, _, _ = self.with_retries(what, lambda: self._json(url, MAX_PAGE_BYTES))
         sha = doc.get("sha") if isinstance(doc, dict) else None
-        if not isinstance(sha, str) or not GIT_SHA1_HEX.match(sha):
+        if not isinstance(sha, str) or not GIT_SHA1_HEX.fullmatch(sha):
             raise self.refused("commit", sha, "a commit id of 40 hex characters", f"@{revision or 'main'}")
         return sha
 
@@ -267,7 +267,7 @@ class HubReader:
             client.close()
             raise self.refused("Content-Encoding", encoding, "identity: the file as stored", where)
         etag = (resp.getheader("X-Linked-Etag") or resp.getheader("ETag") or "").removeprefix("W/").strip('"')
-        if etag and not HUB_ETAG_HEX.match(etag):
+        if etag and not HUB_ETAG_HEX.fullmatch(etag):
             client.close()
             raise self.refused("ETag", etag, "a blob id or sha256 (40 or 64 hex characters)", where)
         while True:
@@ -297,12 +297,12 @@ def checked_entry(reader: HubReader, raw: object, commit: str) -> Listed | None:
     size, blob, lfs = raw.get("size"), raw.get("oid"), raw.get("lfs")
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
         raise reader.refused("size", size, "a non-negative integer", where)
-    if not isinstance(blob, str) or not GIT_SHA1_HEX.match(blob):
+    if not isinstance(blob, str) or not GIT_SHA1_HEX.fullmatch(blob):
         raise reader.refused("blob id (oid)", blob, "a git blob id of 40 hex characters", where)
     if lfs is None:
         return Listed(path, size, blob, None)
     sha = lfs.get("oid") if isinstance(lfs, dict) else None
-    if not isinstance(sha, str) or not SHA256_HEX.match(sha):
+    if not isinstance(sha, str) or not SHA256_HEX.fullmatch(sha):
         raise reader.refused("LFS sha256 (lfs.oid)", sha, "64 hex characters", where)
     if lfs.get("size") != size:
         raise reader.refused("LFS size", lfs.get("size"), f"the file's size, {size}", where)

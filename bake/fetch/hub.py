@@ -121,19 +121,19 @@ class Guard:
             raise DownloadError(f"HTTP {status} from {response.request.url}: server error", retryable=True)
         headers = response.headers
         commit = headers.get("X-Repo-Commit")
-        if commit is not None and (not GIT_SHA1_HEX.match(commit) or commit != self.file.commit):
+        if commit is not None and (not GIT_SHA1_HEX.fullmatch(commit) or commit != self.file.commit):
             raise self.refused("commit", commit, f"the pinned commit {self.file.commit} (40 hex characters)")
         if "/resolve/" not in response.request.url.path:
             return  # the CDN's own ETag and length are nobody's paths; the bytes are hashed anyway
         linked = headers.get("X-Linked-Etag")
         etag = _bare_etag(linked if linked is not None else headers.get("ETag"))
-        if etag is not None and (not HUB_ETAG_HEX.match(etag) or etag != self.file.etag):
+        if etag is not None and (not HUB_ETAG_HEX.fullmatch(etag) or etag != self.file.etag):
             raise self.refused("ETag", etag, f"{self.file.etag}, the blob the manifest pins (40 or 64 hex)")
         xet = headers.get("X-Xet-Hash")
         if xet is not None and not SHA256_HEX.fullmatch(xet):
             raise self.refused("X-Xet-Hash", xet, "64 hex characters")
         size = headers.get("X-Linked-Size", headers.get("Content-Length") if status == 200 else None)
-        if size is not None and (not size.isdigit() or int(size) != self.file.size):
+        if size is not None and (not (size.isascii() and size.isdigit()) or int(size) != self.file.size):
             raise self.refused("size", size, f"{self.file.size} bytes, the size the manifest pins")
 
 

@@ -32,7 +32,7 @@ RETRY_AFTER_CAP = 120.0  # a server may ask for a pause, not for the whole build
 MAX_REDIRECTS = 10
 _REDIRECTS = (301, 302, 303, 307, 308)
 _USER_AGENT = f"bake/{__version__}"
-_CONTENT_RANGE = re.compile(r"^\s*bytes\s+(?:(\d+)-(\d+)|\*)\s*/\s*(\d+|\*)\s*$", re.IGNORECASE)
+_CONTENT_RANGE = re.compile(r"\s*bytes\s+(?:(\d+)-(\d+)|\*)\s*/\s*(\d+|\*)\s*", re.IGNORECASE)
 
 
 # OpenSSL's X509_V_ERR_* codes -> what to do. Only an unknown CA is fixed by a CA bundle.
@@ -118,7 +118,7 @@ def retry_after_seconds(value: str | None) -> float | None:
 
 def parse_content_range(value: str | None) -> tuple[int | None, int | None, int | None]:
     """Return (first, last, total) of a Content-Range header; None for a part absent, ``*`` or unparsable."""
-    match = _CONTENT_RANGE.match(value or "")
+    match = _CONTENT_RANGE.fullmatch(value or "")
     if not match:
         return None, None, None
     first, last, total = match.groups()

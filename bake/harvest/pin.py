@@ -196,13 +196,12 @@ def new_text(text: str, plan: Plan) -> str:
 
 
 def read_existing(path: Path) -> tuple[str, manifest.Manifest]:
-    """The manifest's text and assets; ('', no assets) for a manifest that does not exist or is empty."""
+    """The manifest's text and assets; no assets for a manifest that does not exist, or holds no entry
+    yet (only comments or consumers), which harvest starts as ``bake add`` does."""
     if not path.exists() and not path.is_symlink():
         return "", manifest.Manifest(())
     text = manifest.read_manifest_text(path)
-    if not text.strip():
-        return text, manifest.Manifest(())
-    return text, manifest.parse_manifest(text, source=str(path), allow_http=True)
+    return text, manifest.parse_manifest(text, source=str(path), allow_http=True, allow_empty=True)
 
 
 def harvest_into(path: Path, found: Found, groups: Sequence[str]) -> Plan:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import PurePosixPath
 
 from bake.errors import ManifestError
-from bake.hashes import GIT_SHA1_HEX, SHA256_HEX
+from bake.hashes import GIT_SHA1_HEX, SHA256_HEX, bare_sha256
 from bake.hub.entry import DEFAULT_DOWNLOADER, DOWNLOADERS, KINDS, HubBlob, HubEntry, HubFile, blob_path
 from bake.paths import parents
 from bake.tomlkeys import expect_mapping, refuse_unknown_keys
@@ -24,8 +24,8 @@ from bake.tomlkeys import expect_mapping, refuse_unknown_keys
 _ENTRY_KEYS = {"repo", "type", "commit", "ref", "include", "exclude", "groups", "downloader", "files"}
 _FILE_KEYS = {"path", "size", "sha256", "blob", "lfs"}
 # huggingface_hub's own repo id rule (validate_repo_id), with the namespace required.
-_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
-_GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+_GROUP = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # Characters that no name may carry: they would break bake.serve's TAB-separated lines, a
 # URL, or a shell word. The Hub allows them in file names; such files are refused, by name.
 _BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\?#%]")
@@ -45,7 +45,7 @@ def _strings(raw: dict, key: str, where: str, pattern: re.Pattern | None = None)
         raise ManifestError(f"{where}: {key} must be a list of non-empty strings, got {value!r}")
     for v in value:
         # "?" is a glob character in include/exclude patterns; every other refused character stays refused.
-        if (pattern is not None and not pattern.match(v)) or _BAD_CHARS.search(v.replace("?", "")):
+        if (pattern is not None and not pattern.fullmatch(v)) or _BAD_CHARS.search(v.replace("?", "")):
             raise ManifestError(f"{where}: {key} entry {v!r} has a character that is not allowed")
     return tuple(value)
 
@@ -76,12 +76,19 @@ def _parse_file(raw: object, where: str) -> HubFile:
     path = check_relpath(raw.get("path"), where, "file path")
     here = f"{where} file {path!r}"
     refuse_unknown_keys(raw, _FILE_KEYS, here)
-    size, sha, blob, lfs = raw.get("size"), raw.get("sha256"), raw.get("blob"), raw.get("lfs", False)
+    size, sha, blob, lfs = (
+        raw.get("size"),
+        bare_sha256(raw.get("sha256")),
+        raw.get("blob"),
+        raw.get("lfs", False),
+    )
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
         raise ManifestError(f"{here}: size must be a non-negative integer, got {size!r}")
-    if not isinstance(sha, str) or not SHA256_HEX.match(sha):
-        raise ManifestError(f"{here}: sha256 must be 64 lower-case hex characters, got {sha!r}")
-    if not isinstance(blob, str) or not GIT_SHA1_HEX.match(blob):
+    if not isinstance(sha, str) or not SHA256_HEX.fullmatch(sha):
+        raise ManifestError(
+            f"{here}: sha256 must be 64 hex characters (or sha256: and them), got {raw.get('sha256')!r}"
+        )
+    if not isinstance(blob, str) or not GIT_SHA1_HEX.fullmatch(blob):
         raise ManifestError(
             f"{here}: blob must be the git blob id, 40 lower-case hex characters, got {blob!r}"
         )
@@ -93,18 +100,18 @@ def _parse_file(raw: object, where: str) -> HubFile:
 def _parse_head(raw: dict, where: str) -> tuple[str, str, str, str | None, str]:
     repo, kind, commit = raw.get("repo"), raw.get("type", "model"), raw.get("commit")
     ref, downloader = raw.get("ref"), raw.get("downloader", DEFAULT_DOWNLOADER)
-    if not isinstance(repo, str) or not _REPO.match(repo) or "--" in repo or ".." in repo:
+    if not isinstance(repo, str) or not _REPO.fullmatch(repo) or "--" in repo or ".." in repo:
         raise ManifestError(f"{where}: repo must be ORG/NAME as on the Hub, got {repo!r}")
     if kind not in KINDS:
         raise ManifestError(f"{where}: type must be one of {', '.join(KINDS)}, got {kind!r}")
-    if not isinstance(commit, str) or not GIT_SHA1_HEX.match(commit):
+    if not isinstance(commit, str) or not GIT_SHA1_HEX.fullmatch(commit):
         raise ManifestError(
             f"{where}: commit must be the full 40-hex commit SHA, got {commit!r}; "
             "`bake add hf://ORG/REPO@BRANCH` resolves a branch or tag to it"
         )
     if ref is not None:
         check_relpath(ref, where, "ref")
-        if GIT_SHA1_HEX.match(ref):
+        if GIT_SHA1_HEX.fullmatch(ref):
             raise ManifestError(f"{where}: ref {ref!r} is a commit SHA; a ref names a branch or tag")
     if downloader not in DOWNLOADERS:
         raise ManifestError(

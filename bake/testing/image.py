@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from bake.reference import host_of
+
 DEFAULT_ROOT = "/opt/bake/assets"
 # The image's own bake, which the probes import (the path docker/bake.sh uses).
 IMAGE_LIB = "/opt/bake/lib"
@@ -69,8 +71,17 @@ def _wait(container: Any, timeout: float) -> int:
         return -1
 
 
+class NotInEngine(ImageError):
+    """The engine lacks the image, and its reference names no registry host to pull it from."""
+
+
 class ImageUnderTest:
-    """One image in the engine, opened by reference (pulled when the engine lacks it)."""
+    """One image in the engine, opened by reference.
+
+    It is pulled when the engine lacks it only if the reference names its registry host
+    (``registry.example/ci/image:tag``, ``docker.io/library/python:3``): a bare ``name:tag``
+    would come from Docker Hub, a namespace anyone can register, so it must be in the engine.
+    """
 
     def __init__(self, ref: str, client: Any | None = None) -> None:
         self.client = client or docker_client()
@@ -81,6 +92,12 @@ class ImageUnderTest:
         try:
             self.image = self.client.images.get(ref)
         except docker.errors.ImageNotFound:
+            if host_of(ref) is None:
+                raise NotInEngine(
+                    f"{ref}: not in the engine, and bake pulls only an image named with its registry host "
+                    f"(this one would come from Docker Hub); build or load it first, or name its host: "
+                    f"REGISTRY/{ref}, or docker.io/{ref} for Docker Hub"
+                ) from None
             try:
                 self.image = self.client.images.pull(ref)
             except docker.errors.DockerException as exc:

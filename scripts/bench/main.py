@@ -32,6 +32,9 @@ One run measures, and prints as a table:
      add a small asset, bump a unit, change the requirements: the builder's wall time and re-run
      steps (BuildKit's rawjson), and the bytes an agent pulls (the registry's log), classic and
      containerd store, with the block after the slow steps and first (bench/changes.py);
+--round-trips [OLD] runs measure 13 alone: the registry requests and round trips of `bake publish` and
+`bake pin` per unit, through a proxy that delays each request (bench/round_trips.py); with OLD, on that
+commit's bake too, side by side.
 --copied builds and pushes an image holding two units in each Dockerfile shape, each way, on both
 stores, and names each pushed layer's blob (bench/copied.py).
 --signing publishes and pins a three-unit manifest plain and signed (cosign, a key pair made for the
@@ -79,6 +82,7 @@ from bench.files import bench_manifest, generate, snapshot
 from bench.layers import bench_cold_pull
 from bench.plot import draw
 from bench.report import machine, publish, verdicts
+from bench.round_trips import bench_round_trips, round_trips_table
 from bench.runner_line import bench_runner_line
 from bench.scale import bench_scale
 from bench.signing import bench_signing, signing_table
@@ -216,6 +220,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="what `publish --sign` and `pin --verify-key` add, for a three-unit manifest",
     )
+    parser.add_argument(
+        "--round-trips",
+        nargs="?",
+        const="",
+        metavar="OLD",
+        help="measure 13 only: registry requests and round trips of publish and pin; OLD: that commit's too",
+    )
     parser.add_argument("--plot", type=Path, help=f"draw measure 9 here (the full profile: {PLOT})")
     args = parser.parse_args(argv)
     profile = SMOKE if args.smoke else FULL
@@ -239,6 +250,15 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps({"profile": profile.name, "machine": machine(), **found}, indent=2) + "\n"
         )
         print(signing_table(found))
+        return 0
+    if args.round_trips is not None:
+        work = Path(tempfile.mkdtemp(prefix="bake-bench-"))
+        (work / "logs").mkdir()
+        found = bench_round_trips(work, work / "logs", args.round_trips or None)
+        shutil.rmtree(work)
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"machine": machine(), **found}, indent=2) + "\n")
+        print(round_trips_table(found))
         return 0
     layers_only = "pull" if args.pull else "layers" if args.layers else ""
     if args.copied:

@@ -24,6 +24,7 @@ import threading
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -285,16 +286,12 @@ BAD_REPOSITORIES = {
 }
 
 
-@pytest.fixture
-def engine_socket(tmp_path: Path):
-    """A unix socket standing in for the engine: DOCKER_HOST for it, and a count of connections."""
-    path = tmp_path / "engine.sock"
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
-    listener.listen(16)
+def hang_up_on(listener: socket.socket) -> Callable[[], int]:
+    """Close every connection ``listener`` accepts unanswered (the client's call fails at once); return
+    a function giving the count of connections since it was last asked."""
     accepted: list[int] = []
 
-    def hang_up() -> None:  # every connection is closed unanswered: the client's call fails at once
+    def hang_up() -> None:
         while True:
             try:
                 conn, _ = listener.accept()
@@ -310,14 +307,46 @@ def engine_socket(tmp_path: Path):
         accepted.clear()
         return count
 
+    return calls
+
+
+@pytest.fixture
+def engine_socket(tmp_path: Path):
+    """A unix socket standing in for the engine: DOCKER_HOST for it, and a count of connections."""
+    path = tmp_path / "engine.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(16)
     old = os.environ.get("DOCKER_HOST")
     os.environ["DOCKER_HOST"] = f"unix://{path}"
-    yield calls
+    yield hang_up_on(listener)
     listener.close()
     if old is None:
         os.environ.pop("DOCKER_HOST", None)
     else:
         os.environ["DOCKER_HOST"] = old
+
+
+@pytest.fixture
+def registry_socket():
+    """A loopback TCP listener standing in for every registry: bake asks registries itself since round
+    5, so HTTP_PROXY and HTTPS_PROXY name it (no name is ever resolved, no byte leaves the machine)
+    and it hangs up on every connection it counts."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    proxy = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    saved = {k: os.environ.get(k) for k in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "no_proxy")}
+    os.environ.update(HTTP_PROXY=proxy, HTTPS_PROXY=proxy, NO_PROXY="", no_proxy="")
+    urllib.request.install_opener(urllib.request.build_opener())  # urlopen's opener reads them now
+    yield hang_up_on(listener)
+    listener.close()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    urllib.request.install_opener(None)  # the next urlopen builds one from the environment again
 
 
 def run_publish_and_pin(tmp_path: Path, repo: str) -> list[int]:
@@ -332,9 +361,11 @@ def run_publish_and_pin(tmp_path: Path, repo: str) -> list[int]:
 
 
 @pytest.mark.parametrize("repo", BAD_REPOSITORIES.values(), ids=BAD_REPOSITORIES.keys())
-def test_a_bad_repository_is_exit_2_before_the_engine(tmp_path: Path, engine_socket, repo: str) -> None:
+def test_a_bad_repository_is_exit_2_before_the_engine(
+    tmp_path: Path, engine_socket, registry_socket, repo: str
+) -> None:
     assert run_publish_and_pin(tmp_path, repo) == [2, 2]
-    assert engine_socket() == 0
+    assert engine_socket() == 0 and registry_socket() == 0
 
 
 REPO_TEXT = st.one_of(
@@ -348,15 +379,19 @@ REPO_TEXT = st.one_of(
 @example("127.0.0.1:5000/../x")
 @example("registry.example/x")
 def test_any_repository_is_accepted_by_the_grammar_or_exit_2_with_no_engine_call(
-    tmp_path_factory, engine_socket, repo: str
+    tmp_path_factory, engine_socket, registry_socket, repo: str
 ) -> None:
     tmp_path = tmp_path_factory.mktemp("repo")
     assert (check_ok(repo)) == grammatical(repo)
     codes = run_publish_and_pin(tmp_path, repo)
     if grammatical(repo):
-        assert codes == [5, 5] and engine_socket() >= 2  # the stand-in engine hangs up: exit 5
+        # Asked of the registry itself since round 5, which hangs up: exit 5; no engine is asked.
+        reached = registry_socket()
+        assert codes == [5, 5] and engine_socket() == 0
+        if not repo.startswith("["):  # the grammar takes "[:]", which no URL holds: exit 5 unasked
+            assert reached >= 2
     else:
-        assert codes == [2, 2] and engine_socket() == 0
+        assert codes == [2, 2] and engine_socket() == 0 and registry_socket() == 0
 
 
 def check_ok(repo: str) -> bool:
