@@ -12,13 +12,19 @@ concurrently, and every problem is named in one error, unit by unit.
 
 from __future__ import annotations
 
+import gzip
+import io
+import json
 import logging
+import subprocess
+import tarfile
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from bake import layers, registry, served
 from bake.asset import Asset
 from bake.assets_image import check_repo, registry_digest
 from bake.attestation import (
@@ -31,7 +37,8 @@ from bake.attestation import (
     records_of,
 )
 from bake.cosign import Cosign, CosignError, Unverified, check_key
-from bake.errors import BakeError
+from bake.errors import BakeError, BuildError
+from bake.index import LOCK_NAME
 from bake.manifest import load_manifest, manifest_digest, select
 from bake.publish import INDEX_PREFIX, Block, Published
 from bake.registry import split_repository
@@ -310,12 +317,22 @@ def pin_verifier(
     return Cosign(check_key(signing.verify_key, option), tlog=signing.tlog and not no_tlog)
 
 
-def sign_block(block: Block, manifest: str | Path, groups: Sequence[str], cosign: Cosign, sizes=None) -> None:
+def sign_block(
+    block: Block,
+    manifest: str | Path,
+    groups: Sequence[str],
+    cosign: Cosign,
+    sizes: Mapping[str, int] | None = None,
+) -> None:
     """Sign and attest what ``bake publish`` published for a manifest's selection (see ``subjects_of``).
 
-    Raises CosignError (exit 5) naming each image cosign could not sign.
+    A size the manifest leaves out comes from ``sizes``, else from the lock the index image holds.
+    Raises CosignError (exit 5) naming each image cosign could not sign, BuildError when the
+    registry cannot give the index's lock.
     """
     chosen = select(load_manifest(manifest, allow_http=True), groups)
+    if sizes is None and any(asset.size is None for asset in chosen):
+        sizes = lock_sizes(block)
     subjects = subjects_of(block, list(chosen), manifest_digest(chosen), sizes)
     sign(subjects, cosign)
     attested = sum(s.predicate is not None for s in subjects)
@@ -340,6 +357,42 @@ def verify_block(
     subjects += pinned_subjects(pinned, {s.image for s in subjects})
     _refuse_pin(subjects, cosign)
     log.info("%d image(s) signed with %s, their attested files the manifest's", len(subjects), cosign.key)
+
+
+def lock_sizes(block: Block) -> dict[str, int]:
+    """The sizes ``bake.lock.json`` records, read from the index image the registry serves for ``block``.
+
+    The index is one small layer; its lock has every file's size, the ones a manifest leaves out
+    included. Raises BuildError when the registry does not serve it as bake published it.
+    """
+    ref = block.index.ref
+    target = registry.Registry(_without_tag(ref))
+    image = served.read(target, [ref])[ref]
+    if image is None or image.digest != block.index.digest or len(image.layers) != 1:
+        raise BuildError(
+            f"{ref}: the registry no longer serves the index {block.index.digest}; publish again"
+        )
+    layer = image.layers[0]
+    tar = _unpacked(target.blob(layer.digest, f"the layer of {ref}"), layer.media_type, ref)
+    name = f"{layers.ROOT}/{LOCK_NAME}"
+    try:
+        with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+            member = archive.extractfile(name)
+            lock = json.loads(member.read() if member else b"")
+        return {entry["path"]: int(entry["size"]) for entry in lock["assets"]}
+    except (tarfile.TarError, KeyError, ValueError, TypeError) as exc:
+        raise BuildError(f"{ref}: its layer holds no readable {name} ({type(exc).__name__}: {exc})") from None
+
+
+def _unpacked(blob: bytes, media_type: str, ref: str) -> bytes:
+    """A layer blob's tar: stored, gzip, or zstd (through the ``zstd`` program, as bake.layers writes it)."""
+    if media_type.endswith("zstd"):
+        proc = subprocess.run(["zstd", "-dcq"], input=blob, capture_output=True, check=False)
+        if proc.returncode != 0:
+            said = proc.stderr.decode(errors="replace").strip()
+            raise BuildError(f"{ref}: cannot decompress its zstd layer ({said}); install zstd and rerun")
+        return proc.stdout
+    return gzip.decompress(blob) if media_type.endswith("gzip") else blob
 
 
 def sign_published(image: Published, cosign: Cosign) -> None:

@@ -334,11 +334,12 @@ def test_bake_verify_image_without_a_registry_host_needs_the_repository(keys) ->
     assert "give --repository REPO" in proc.stderr
 
 
-def write_manifest(path: Path, assets: list[Asset], signing: str = "") -> Path:
-    """The manifest of ``assets`` (each its own entry, sized), after an optional ``[signing]`` table."""
+def write_manifest(path: Path, assets: list[Asset], signing: str = "", sized: bool = True) -> Path:
+    """The manifest of ``assets`` (each its own entry, sized or not), after a ``[signing]`` table if any."""
     entries = [
-        f'[[asset]]\nname = "{a.name}"\npath = "{a.path}"\nsha256 = "{a.sha256}"\nsize = {a.size}\n'
-        f'urls = ["{a.urls[0]}"]\n'
+        f'[[asset]]\nname = "{a.name}"\npath = "{a.path}"\nsha256 = "{a.sha256}"\n'
+        + (f"size = {a.size}\n" if sized else "")
+        + f'urls = ["{a.urls[0]}"]\n'
         for a in assets
     ]
     path.write_text(signing + "\n".join(entries))
@@ -415,3 +416,18 @@ def test_verify_takes_a_destination_or_an_image_with_a_key(args: list[str]) -> N
     proc = bake("verify", *args)
     assert proc.returncode == 2
     assert "verify takes --dest D [--manifest M], or --image REF --key KEY [--repository REPO]" in proc.stderr
+
+
+def test_sizes_the_manifest_leaves_out_are_attested_from_the_index_lock(
+    published, keys, tmp_path: Path
+) -> None:
+    key, pub = keys
+    block, assets = published
+    manifest = write_manifest(tmp_path / "assets.toml", assets, sized=False)
+    sign_block(block, manifest, [], signing.signer(key, tlog=False))
+    whole = next(s for s in subjects_of(block, assets, digest_of(assets)) if s.what == "image")
+    (statement,) = signer(pub).attestations(whole.image, PREDICATE_TYPE)
+    assert [(f["path"], f["size"]) for f in statement["predicate"]["files"]] == sorted(
+        (a.path, a.size) for a in assets
+    )
+    verify_block(block, manifest, [], signer(pub))  # the manifest's selection: sizes unknown, sha256s equal
