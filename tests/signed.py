@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from bake import layers, registry
+from bake import layers, registry, served
 from bake.asset import Asset
 from bake.index import lock_document
 from bake.manifest import manifest_digest
@@ -105,3 +105,19 @@ def repush(published: Published, files: Mapping[str, bytes]) -> Published:
     """Push other files under the same tag (a unit replaced behind its name); return what it serves now."""
     repository, _, tag = published.ref.rpartition(":")
     return Published(published.ref, push_image(repository, tag, [tar_of(files)]))
+
+
+def replace_unit(block: Block, position: int, files: Mapping[str, bytes]) -> tuple[Published, Published]:
+    """Push other files under unit ``position``'s tag, and a whole image naming that layer in its place:
+    what someone who can push would do so that the selection stays consistent. Returns the unit's
+    and the whole's new Published."""
+    unit = repush(block.units[position][1], files)
+    repository, _, tag = block.whole.ref.rpartition(":")
+    target = registry.Registry(repository)
+    whole = served.read(target, [block.whole.ref])[block.whole.ref]
+    (new,) = served.read(target, [unit.ref])[unit.ref].layers
+    blobs = list(whole.layers)
+    blobs[position] = new
+    config, manifest = layers.image(blobs)
+    target.push_blob(f"sha256:{hashlib.sha256(config).hexdigest()}", data=config)
+    return unit, Published(block.whole.ref, target.put_manifest(tag, manifest, layers.MANIFEST_TYPE))

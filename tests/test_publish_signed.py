@@ -31,7 +31,7 @@ from tests.baked import serve as serve_files
 from tests.mirror import Mirror
 from tests.registries import REGISTRY, remove_images_named
 from tests.runners import REPO
-from tests.signed import key_pair, repush
+from tests.signed import key_pair, replace_unit, repush
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
@@ -144,7 +144,8 @@ def test_publish_signed_then_pin_verified(site, repository: str) -> None:
     assert again.stdout == first.stdout and "nothing to build" in again.stderr
 
 
-def test_a_unit_pushed_again_with_one_byte_changed_is_refused(site, repository: str) -> None:
+@pytest.mark.parametrize("whole_too", [False, True], ids=["the unit alone", "the unit and the whole"])
+def test_a_unit_pushed_again_with_one_byte_changed_is_refused(site, repository: str, whole_too: bool) -> None:
     publish(site, repository, "--sign", "bake.key", "--no-tlog")
     target = dockerfile(site, repository)
     before = target.read_bytes()
@@ -152,9 +153,14 @@ def test_a_unit_pushed_again_with_one_byte_changed_is_refused(site, repository: 
     unit, published = block.units[0]
     changed = bytearray(FILES[S3_PATH])
     changed[100] ^= 1
-    repush(published, {S3_PATH: bytes(changed)})
-    stderr = refused(pin(site, repository, target, *VERIFY), target, before)
-    assert f"unit {unit.name}" in stderr
+    if whole_too:  # consistent again: only the signatures can tell
+        now, _ = replace_unit(block, 0, {S3_PATH: bytes(changed)})
+        stderr = refused(pin(site, repository, target, *VERIFY), target, before)
+        assert f"unit {unit.name} {repository}@{now.digest}: it has no signature" in stderr
+    else:  # bake.served's check sees the whole list another layer in the unit's place
+        repush(published, {S3_PATH: bytes(changed)})
+        stderr = refused(pin(site, repository, target, *VERIFY), target, before)
+        assert f"{unit.tag}" in stderr
 
 
 def test_a_signature_by_another_key_is_refused(site, repository: str) -> None:
