@@ -27,7 +27,7 @@ STEPS = ("publish", "publish again", "pin")
 
 def _sizes(profile: Profile) -> tuple[int, int]:
     """(bytes per unit, rounds)."""
-    return (32 * MIB, 5) if profile.name == "full" else (MIB, 2)
+    return (32 * MIB, 7) if profile.name == "full" else (MIB, 2)
 
 
 def _manifest(files: Path, url: str, size: int) -> str:
