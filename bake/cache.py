@@ -194,16 +194,20 @@ class PruneResult:
     bytes_freed: int
     objects_kept: int
     busy: tuple[str, ...]
+    dry_run: bool = False  # nothing was removed: ``removed`` and ``bytes_freed`` say what would be
 
     def __str__(self) -> str:
         busy = f", {len(self.busy)} in use and left alone" if self.busy else ""
+        did = ("would remove", "would free") if self.dry_run else ("removed", "freed")
         return (
-            f"cache prune removed {len(self.removed)} file(s), freed {self.bytes_freed / MIB:.1f} MiB, "
+            f"cache prune {did[0]} {len(self.removed)} file(s), {did[1]} {self.bytes_freed / MIB:.1f} MiB, "
             f"kept {self.objects_kept} verified object(s){busy}"
         )
 
 
-def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneResult:
+def prune(
+    cache_dir: Path, keep: set[str] | None, max_age_days: float, *, dry_run: bool = False
+) -> PruneResult:
     """Reclaim every partial no running fetch holds that could not be resumed; drop objects not in ``keep``.
 
     A partial (and any staging directory of its sha256) goes when it is older than
@@ -212,13 +216,11 @@ def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneR
     younger partial of known size keeps its bytes, but gives back any disk it holds past
     them (an earlier bake preallocated what a server claimed). ``keep=None`` keeps every
     finished object. Entries locked by a running fetch are skipped. Freed bytes are disk
-    blocks given back. Returns a PruneResult.
+    blocks given back. With ``dry_run`` nothing is removed or trimmed: the result says what would be.
+    Returns a PruneResult.
     """
     cache = Cache(cache_dir)
-    removed: list[Path] = []
-    freed = 0
-    kept = 0
-    busy: list[str] = []
+    tally = _PruneTally(dry_run)
     cutoff = time.time() - max_age_days * 86400
     shas = set()
     for sub in ("objects", "partial"):
@@ -226,27 +228,16 @@ def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneR
             shas.update(p.name.split(".")[0] for p in (cache.root / sub).iterdir())
     for sha in sorted(s for s in shas if SHA256_HEX.fullmatch(s)):
         try:
-            fd = _acquire(cache.lock_path(sha), fcntl.LOCK_EX, None)
+            # No lock file: no fetch holds it (and a dry run makes none).
+            missing = dry_run and not cache.lock_path(sha).exists()
+            fd = None if missing else _acquire(cache.lock_path(sha), fcntl.LOCK_EX, None)
         except BlockingIOError:
-            busy.append(sha)
+            tally.busy.append(sha)
             continue
         except FileNotFoundError:  # no locks/ directory: nothing can be using it
             fd = None
         try:
-            obj = cache.object_path(sha)
-            doomed = _doomed_partials(cache, sha, cutoff)
-            if obj.exists():
-                if keep is None or sha in keep:
-                    kept += 1
-                else:
-                    doomed.append(obj)
-            if not doomed and cache.partial_path(sha).exists():
-                freed += _trim_partial(cache, sha)
-            for path in doomed:
-                freed += _remove(path)
-                removed.append(path)
-            if fd is not None and not obj.exists() and not cache.partial_path(sha).exists():
-                cache.lock_path(sha).unlink()  # safe: we hold it, and _acquire re-checks the inode
+            _prune_entry(cache, sha, keep, cutoff, tally, locked=fd is not None)
         finally:
             if fd is not None:
                 os.close(fd)
@@ -254,11 +245,43 @@ def prune(cache_dir: Path, keep: set[str] | None, max_age_days: float) -> PruneR
     with contextlib.suppress(FileNotFoundError):
         for stray in (cache.root / "partial").glob(f".*{atomic.STAGING_MARK}*"):
             if stray.stat().st_mtime < cutoff:
-                freed += _disk_used(stray)
-                stray.unlink()
-                removed.append(stray)
-    log.debug("pruned %s", removed)
-    return PruneResult(tuple(removed), freed, kept, tuple(busy))
+                tally.drop(stray)
+    log.debug("pruned %s%s", tally.removed, " (dry run)" if dry_run else "")
+    return PruneResult(tuple(tally.removed), tally.freed, tally.kept, tuple(tally.busy), dry_run)
+
+
+@dataclass
+class _PruneTally:
+    """What a prune removed (or, dry, would remove), freed, kept and found busy."""
+
+    dry_run: bool
+    removed: list[Path] = field(default_factory=list)
+    freed: int = 0
+    kept: int = 0
+    busy: list[str] = field(default_factory=list)
+
+    def drop(self, path: Path) -> None:
+        self.freed += _held(path) if self.dry_run else _remove(path)
+        self.removed.append(path)
+
+
+def _prune_entry(
+    cache: Cache, sha: str, keep: set[str] | None, cutoff: float, tally: _PruneTally, *, locked: bool
+) -> None:
+    """Prune one sha256's object and partials (the caller holds its lock, or none exists)."""
+    obj = cache.object_path(sha)
+    doomed = _doomed_partials(cache, sha, cutoff)
+    if obj.exists():
+        if keep is None or sha in keep:
+            tally.kept += 1
+        else:
+            doomed.append(obj)
+    if not doomed and cache.partial_path(sha).exists():
+        tally.freed += _trim_partial(cache, sha, dry_run=tally.dry_run)
+    for path in doomed:
+        tally.drop(path)
+    if locked and not tally.dry_run and not obj.exists() and not cache.partial_path(sha).exists():
+        cache.lock_path(sha).unlink()  # safe: we hold it, and _acquire re-checks the inode
 
 
 def _doomed_partials(cache: Cache, sha256: str, cutoff: float) -> list[Path]:
@@ -274,14 +297,20 @@ def _doomed_partials(cache: Cache, sha256: str, cutoff: float) -> list[Path]:
     return doomed
 
 
+def _held(path: Path) -> int:
+    """The disk a file, or a directory tree's files, hold."""
+    if path.is_dir() and not path.is_symlink():
+        return sum(_disk_used(p) for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    return _disk_used(path)
+
+
 def _remove(path: Path) -> int:
     """Remove a file or a directory tree; return the disk it held."""
+    held = _held(path)
     if path.is_dir() and not path.is_symlink():
-        held = sum(_disk_used(p) for p in path.rglob("*") if p.is_file() and not p.is_symlink())
         shutil.rmtree(path)
-        return held
-    held = _disk_used(path)
-    path.unlink()
+    else:
+        path.unlink()
     return held
 
 
@@ -290,8 +319,9 @@ def _disk_used(path: Path) -> int:
     return path.stat().st_blocks * 512
 
 
-def _trim_partial(cache: Cache, sha256: str) -> int:
-    """Give back the disk a kept partial holds past its last recorded byte; returns the bytes freed.
+def _trim_partial(cache: Cache, sha256: str, *, dry_run: bool = False) -> int:
+    """Give back the disk a kept partial holds past its last recorded byte; returns the bytes freed
+    (with ``dry_run``, what would be: the blocks past the one that holds that byte).
 
     The caller holds the partial's lock, and knows its progress record is usable.
     """
@@ -300,6 +330,10 @@ def _trim_partial(cache: Cache, sha256: str) -> int:
     end = max((e for _, e in state.done), default=0) if state is not None else 0
     try:
         before = _disk_used(path)
+        st = path.stat()
+        if dry_run:  # the blocks past the one that holds the last byte: what truncating gives back
+            kept = -(-end // st.st_blksize) * st.st_blksize
+            return max(0, before - kept) if st.st_size > end else 0
         if path.stat().st_size > end:
             os.truncate(path, end)
         return max(0, before - _disk_used(path))

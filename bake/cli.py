@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bake import __version__, index, manifest, seal, verify
-from bake.errors import BakeError, FetchError, ManifestError, UsageError
+from bake import __version__, index, manifest, report, seal, usage, verify
+from bake.errors import BakeError, FetchError, ManifestError, Problem, UsageError, VerifyError
 from bake.fetch import FetchOptions
 from bake.fetch.clock import DEADLINE_RULE
 from bake.fetch.options import MIN_FREE_RULE
@@ -95,6 +95,7 @@ class _Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", usage.HelpFormatter)
         super().__init__(*args, **kwargs)
         self._tokens: list[str] = []
 
@@ -126,11 +127,15 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         parser = self._parsed_by()
         misspelt = parser._misspelt()
+        if " not allowed with argument " in message:
+            # Two options that exclude each other (-q and -v): argparse stops there, before any
+            # command read its own options, so nothing else on the line can be judged.
+            misspelt = []
         if choice := _INVALID_CHOICE.search(message):
             # A misspelt command (or action): the closest one, as git and pip suggest it.
             word, choices = choice.group(1), re.findall(r"[\w-]+", choice.group(2))
             close = difflib.get_close_matches(word, choices, n=1)
-            kind = "command" if re.match(r"argument \w*command:", message) else "choice"
+            kind = "command" if re.match(r"argument (COMMAND|ACTION):", message) else "choice"
             message = f"unknown {kind} {word!r}" + (
                 f" (did you mean {close[0]}?)" if close else f"; expected one of {', '.join(choices)}"
             )
@@ -146,6 +151,9 @@ def _add_group(p: argparse.ArgumentParser, help_text: str) -> None:
     p.add_argument("--group", action="append", default=[], metavar="G", help=help_text)
 
 
+_SELECT_HELP = "select assets in group G plus shared assets; repeatable; default every asset"
+
+
 MANIFEST_DEFAULT_RULE = f"$BAKE_MANIFEST, else {manifest.DEFAULT_MANIFEST}"
 
 
@@ -153,19 +161,37 @@ class _FromEnv(str):
     """A manifest path that BAKE_MANIFEST gave, so that an error about it can name the variable."""
 
 
+class _Default(str):
+    """The default manifest path, which neither --manifest nor BAKE_MANIFEST gave."""
+
+
 def _default_manifest() -> str:
     """The manifest a command reads when --manifest is not given: BAKE_MANIFEST names it (round 4)."""
     named = os.environ.get("BAKE_MANIFEST")
-    return _FromEnv(named) if named else manifest.DEFAULT_MANIFEST
+    return _FromEnv(named) if named else _Default(manifest.DEFAULT_MANIFEST)
+
+
+def _no_default_manifest(path: str) -> ManifestError:
+    return ManifestError(
+        f"no --manifest given, and the default manifest {path} is not in {os.getcwd()}: pass "
+        "--manifest M, or set BAKE_MANIFEST=M (or run from the checkout that holds it)"
+    )
 
 
 @contextlib.contextmanager
-def _naming_the_variable(path: str) -> Iterator[None]:
-    """Say that BAKE_MANIFEST chose the manifest a ManifestError is about, when it did."""
+def _naming_the_variable(path: str, *, starts: bool = False) -> Iterator[None]:
+    """Say where the manifest an error is about came from: BAKE_MANIFEST, or the default that is not
+    there (neither option nor variable was given). ``starts``: the command starts a missing manifest
+    (bake add), so only a missing directory means the default is not where the user thinks."""
     try:
         yield
-    except ManifestError as exc:
-        if not isinstance(path, _FromEnv):
+    except UsageError as exc:
+        absent = isinstance(path, _Default) and not os.path.lexists(path)
+        if absent and starts and not os.path.isdir(os.path.dirname(path) or "."):
+            raise _no_default_manifest(path) from None  # it could not be started there
+        if absent and not starts and isinstance(exc, ManifestError):
+            raise _no_default_manifest(path) from None  # reading the manifest is what failed
+        if not isinstance(path, _FromEnv) or not isinstance(exc, ManifestError):
             raise
         raise ManifestError(f"{exc} (BAKE_MANIFEST names it: fix the variable, or pass --manifest)") from None
 
@@ -176,7 +202,7 @@ def _add_selection(p: argparse.ArgumentParser, *, default_manifest: bool = False
         default=_default_manifest() if default_manifest else None,
         help=f"asset manifest (TOML); default {MANIFEST_DEFAULT_RULE}",
     )
-    _add_group(p, "select assets in group G plus shared assets; repeatable")
+    _add_group(p, _SELECT_HELP)
     p.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
 
 
@@ -194,7 +220,7 @@ def _add_fetch_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="PREFIX=REPLACEMENT",
-        help="rewrite URLs; tried before the original; repeatable; also BAKE_MIRRORS",
+        help="rewrite URLs; tried before the original; repeatable; also BAKE_MIRRORS; default none",
     )
     p.add_argument("--no-origin", action="store_true", help="try only rewritten URLs")
     p.add_argument("--cache-dir", type=Path, help="download cache; default ${XDG_CACHE_HOME:-~/.cache}/bake")
@@ -222,7 +248,9 @@ def _add_fetch_options(p: argparse.ArgumentParser) -> None:
         type=_bytes,
         default=defaults.min_free,
         metavar="SIZE",
-        help=f"such a file stops before its filesystem has less than SIZE free (default {MIN_FREE_RULE})",
+        # argparse formats help with %: the rule's "5%" must reach it as "5%%".
+        help="such a file stops before its filesystem has less than SIZE free "
+        f"(default {MIN_FREE_RULE.replace('%', '%%')})",
     )
 
 
@@ -233,9 +261,7 @@ def _add_fetch_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dest", required=True, type=Path, help="directory that receives the assets")
     _add_fetch_options(p)
     _add_fetch_limit(p, "--jobs", _positive_int, "assets fetched at once")
-    p.add_argument(
-        "--json", type=Path, metavar="REPORT", help="write a per-asset report here (-: stdout), failures too"
-    )
+    _add_json(p)
 
 
 def _add_add_parser(sub: argparse._SubParsersAction) -> None:
@@ -245,7 +271,9 @@ def _add_add_parser(sub: argparse._SubParsersAction) -> None:
     add.add_argument("--name", help="the entry's name; default from the URL or the consumer's naming rule")
     add.add_argument("--path", help="the entry's path; default from the owning consumer's naming rule")
     add.add_argument(
-        "--sha256", metavar="H", help="the bytes must hash to H, else exit 3 and nothing is written"
+        "--sha256",
+        metavar="H",
+        help="the bytes must hash to H, else exit 3 and nothing is written; default: any bytes, hashed",
     )
     add.add_argument(
         "--size-only", action="store_true", help="fill in the missing size of the existing entry NAME"
@@ -255,7 +283,7 @@ def _add_add_parser(sub: argparse._SubParsersAction) -> None:
         default=_default_manifest(),
         help=f"manifest to edit; default {MANIFEST_DEFAULT_RULE} (started if missing)",
     )
-    _add_group(add, "put the entry in group G; repeatable")
+    _add_group(add, "put the entry in group G; repeatable; default no group (a shared asset)")
     add.add_argument("--allow-http", action="store_true", help="allow plain http:// to non-loopback hosts")
     _add_fetch_options(add)
     _add_hub_add_options(add)
@@ -270,9 +298,15 @@ def _add_hub_add_options(add: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="P",
-        help="only files matching P (fnmatch); repeatable",
+        help="only files matching P (fnmatch); repeatable; default every file",
     )
-    add.add_argument("--exclude", action="append", default=[], metavar="P", help="skip files matching P")
+    add.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="P",
+        help="skip files matching P (fnmatch); repeatable; default none",
+    )
     add.add_argument("--repo-type", choices=hub_entry.KINDS, help="model (default) or dataset")
     add.add_argument(
         "--downloader",
@@ -282,10 +316,26 @@ def _add_hub_add_options(add: argparse.ArgumentParser) -> None:
 
 
 def _add_verify_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("verify", help="check assets under --dest against the manifest")
+    p = sub.add_parser(
+        "verify",
+        help="check the files under --dest against --manifest, or against D/bake.lock.json",
+        description="Check that every selected file under --dest is present, regular, of its size and "
+        "sha256 (and a sealed tree's links). Without --manifest (or BAKE_MANIFEST) it checks against "
+        "the lock that fetch wrote, D/bake.lock.json; no default manifest applies. With --image REF "
+        "--key KEY instead: prove a built image's assets published signed with KEY (docs/building.md, "
+        "Signing).",
+    )
     p.set_defaults(run=cmd_verify)
-    _add_selection(p)
-    p.add_argument("--dest", type=Path)
+    p.add_argument(
+        "--manifest",
+        help="check against this manifest (TOML); default $BAKE_MANIFEST, else the lock D/bake.lock.json",
+    )
+    _add_group(p, "with --manifest: check group G plus shared assets; repeatable; default every asset")
+    p.add_argument(
+        "--allow-http", action="store_true", help="with --manifest: allow its plain http:// non-loopback URLs"
+    )
+    p.add_argument("--dest", type=Path, metavar="D", help="the directory fetch filled")
+    _add_json(p)
     p.add_argument("--image", metavar="REF", help="instead of --dest: prove an image's assets signed (--key)")
     p.add_argument("--key", metavar="KEY", help="with --image: the public key (a file, or a KMS URI)")
     p.add_argument("--repository", metavar="REPO", help="with --image: where the assets were published")
@@ -315,14 +365,20 @@ def _add_manifest_parser(sub: argparse._SubParsersAction) -> None:
 def _add_doctor_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("doctor", help="in a job: will each consumer accept the baked files?")
     p.set_defaults(run=cmd_doctor)
-    p.add_argument("--assets", type=Path, default=None, help="baked asset root; default $BAKE_ASSETS")
+    p.add_argument(
+        "--assets",
+        type=Path,
+        default=None,
+        help=f"baked asset root; default $BAKE_ASSETS, else {DEFAULT_ASSETS}",
+    )
+    _add_json(p)
 
 
 def _add_seal_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("seal", help="image-build step: add encoding links, make the tree read-only")
     p.set_defaults(run=cmd_seal)
     _add_selection(p, default_manifest=True)
-    p.add_argument("--dest", required=True, type=Path)
+    p.add_argument("--dest", required=True, type=Path, help="the directory fetch filled")
     p.add_argument(
         "--remove-stray",
         action="store_true",
@@ -333,8 +389,15 @@ def _add_seal_parser(sub: argparse._SubParsersAction) -> None:
 def _add_check_context_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check-context", help="refuse real source changes, tolerate mode drift")
     p.set_defaults(run=cmd_check_context)
-    p.add_argument("directory", nargs="?", type=Path, default=Path())
-    p.add_argument("--export", type=Path, metavar="OUT", help="write HEAD's tree, modes normalised, to OUT")
+    p.add_argument(
+        "directory", nargs="?", type=Path, default=Path(), help="the work tree to check (default: .)"
+    )
+    p.add_argument(
+        "--export",
+        type=Path,
+        metavar="OUT",
+        help="write HEAD's tree, modes normalised, to OUT; default: no export",
+    )
     p.add_argument("--strict", action="store_true", help="untracked files fail the check too")
 
 
@@ -346,7 +409,8 @@ def _add_build_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--assets-image",
         metavar="REPO",
-        help="take the asset layer from REPO:<manifest digest>, building and pushing it first if missing",
+        help="take the asset layer from REPO:<manifest digest>, building and pushing it first if missing; "
+        "default: the layer the bake file builds",
     )
     p.add_argument("bake_args", nargs=argparse.REMAINDER, help="passed to docker buildx bake (after --)")
 
@@ -357,7 +421,7 @@ def _add_image_selection(p: argparse.ArgumentParser) -> None:
         "--manifest", help=f"asset manifest (TOML); default {MANIFEST_DEFAULT_RULE}; not with --runtime"
     )
     p.add_argument("--repository", required=True, metavar="REPO", help="the image repository, no tag")
-    _add_group(p, "bake group G plus shared assets; repeatable")
+    _add_group(p, "bake group G plus shared assets; repeatable; default every asset")
     p.add_argument(
         "--runtime", action="store_true", help="bake's runtime image (tini, bake-entrypoint, bake) instead"
     )
@@ -394,12 +458,16 @@ def _add_pin_parser(sub: argparse._SubParsersAction) -> None:
         "[signing] verify-key)",
     )
     _add_no_tlog(p)
-    p.add_argument("dockerfiles", nargs="+", type=Path, metavar="DOCKERFILE")
+    p.add_argument(
+        "dockerfiles", nargs="+", type=Path, metavar="DOCKERFILE", help="the Dockerfiles to rewrite"
+    )
 
 
 def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cache", help="manage the download cache")
-    cache_sub = p.add_subparsers(dest="cache_command", required=True, parser_class=_Parser)
+    cache_sub = p.add_subparsers(
+        dest="cache_command", required=True, parser_class=_Parser, metavar="ACTION", help="one of:"
+    )
     prune = cache_sub.add_parser(
         "prune",
         help="reclaim partials no fetch holds (old, or of unknown size) and entries no manifest names",
@@ -410,7 +478,7 @@ def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         type=Path,
-        help="keep entries this manifest names; repeatable",
+        help="keep entries this manifest names; repeatable; default: keep every finished entry",
     )
     prune.add_argument(
         "--max-age",
@@ -420,7 +488,40 @@ def _add_cache_parser(sub: argparse._SubParsersAction) -> None:
         help="keep resumable partials younger than this for a rerun; by default every partial no "
         "running fetch holds is reclaimed (one of unknown size at any age)",
     )
-    prune.add_argument("--cache-dir", type=Path)
+    prune.add_argument(
+        "--dry-run", action="store_true", help="remove nothing: list what would be removed, and the space"
+    )
+    prune.add_argument(
+        "--cache-dir", type=Path, help="the download cache; default ${XDG_CACHE_HOME:-~/.cache}/bake"
+    )
+
+
+def _add_completion_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "completion",
+        help="print a completion script for bash or zsh, generated from this parser (needs shtab)",
+        description="Print the shell completion script for SHELL. Install it once, for example:\n"
+        "  bake completion bash > ~/.local/share/bash-completion/completions/bake\n"
+        '  bake completion zsh > "${fpath[1]}/_bake"   # a directory on your $fpath',
+    )
+    p.set_defaults(run=cmd_completion)
+    p.add_argument("shell", choices=usage.SHELLS, help="the shell to complete in")
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    print(usage.completion(build_parser(), args.shell), end="")
+    return 0
+
+
+def _add_json(p: argparse.ArgumentParser) -> None:
+    """``--json REPORT``: the command's result as JSON, complete on failure too."""
+    p.add_argument(
+        "--json",
+        type=Path,
+        metavar="REPORT",
+        help="also write the result as JSON (schema: docs/json.md) to REPORT, - for stdout, failures "
+        "too; default: no JSON",
+    )
 
 
 def _add_verbosity(p: argparse.ArgumentParser, default: Any) -> None:
@@ -437,25 +538,26 @@ def _add_verbosity(p: argparse.ArgumentParser, default: Any) -> None:
     )
 
 
-def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
-    """Every (sub)parser below ``parser``, nested ones (``cache prune``) included."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                yield sub
-                yield from _parsers(sub)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser for every ``bake`` command (one entry of COMMANDS each)."""
+    """Return the argument parser for every ``bake`` command (one entry of COMMANDS each).
+
+    Each command's help ends with the variables it reads and its exit codes (EXIT_CODES).
+    """
     parser = _Parser(prog="bake", description="Verified asset layers for ROCm CI images.")
-    parser.add_argument("--version", action="version", version=f"bake {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"bake {__version__}", help="print the version"
+    )
     _add_verbosity(parser, False)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(
+        dest="command", required=True, parser_class=_Parser, metavar="COMMAND", help="one of:"
+    )
     for add_parser in COMMANDS:
         add_parser(sub)
-    for command in _parsers(parser):
-        _add_verbosity(command, argparse.SUPPRESS)
+    parser.epilog = usage.epilog(sorted({c for codes in EXIT_CODES.values() for c in codes}), ())
+    for words, command in usage.parsers(parser):
+        if words:
+            _add_verbosity(command, argparse.SUPPRESS)
+            command.epilog = usage.epilog(EXIT_CODES.get(words[0], (0, 2)), ENVIRONMENT.get(words[0], ()))
     return parser
 
 
@@ -507,78 +609,34 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     from bake import fetch
 
     assets = _selected(args)
+    body = _report_body(args, dest=str(args.dest), manifest_digest=manifest.manifest_digest(assets))
     options = _fetch_options(args)
     if args.dest.exists() and not args.dest.is_dir():
         raise UsageError(f"--dest {args.dest}: exists and is not a directory")
-    if args.json and str(args.json) != "-":
-        _check_report_path(args.json)
+    chosen = " ".join(f"--group {g}" for g in args.group) or "every asset"
+    if warning := index.other_selection(args.dest, list(assets), chosen):
+        log.warning("warning: %s", warning)
     try:
         records = fetch.fetch_assets(assets, args.dest, options, _progress(args))
     except fetch.FetchFailed as exc:
-        if args.json and (problem := _write_report(args.json, assets, exc.records, exc.failures)):
-            exc.args = (f"{exc}\n--json {str(args.json)!r}: {problem}",)  # still one error, stated once
+        body["assets"] = report.fetched(assets, exc.records, set(exc.failures))
         raise
+    body["assets"] = report.fetched(assets, records, set())
     index.write_index(args.dest, assets)
-    if args.json and (problem := _write_report(args.json, assets, records, {})):
-        raise UsageError(
-            f"--json {str(args.json)!r}: {problem}; the assets are installed and verified, "
-            "so rerun with a writable --json path to get the report"
-        )
-    if str(args.json) != "-":  # else the report on stdout is the result
-        print(
-            f"bake: {len(assets)} asset(s) verified under {args.dest} "
-            f"(manifest digest {manifest.manifest_digest(assets)})"
-        )
+    print(
+        f"bake: {len(assets)} asset(s) verified under {args.dest} "
+        f"(manifest digest {body['manifest_digest']})",
+        file=_out(args),
+    )
     return 0
 
 
-def _check_report_path(path: Path) -> None:
-    """Refuse a --json path that cannot be written, before any asset is fetched."""
-    parent = path.parent
-    if path.is_dir():
-        problem = "is a directory"
-    elif not parent.is_dir():
-        problem = f"its directory {str(parent)!r} does not exist"
-    elif not os.access(path if path.exists() else parent, os.W_OK):
-        problem = "cannot be written (permissions or a read-only filesystem)"
-    else:
-        return
-    raise UsageError(f"--json {str(path)!r}: {problem}; give a writable file path for the report")
+def _report_body(args: argparse.Namespace, **fields: Any) -> dict[str, Any]:
+    return report.body_of(args.report, **fields)
 
 
-def _write_report(path: Path, assets: list, records: list, failures: dict) -> str | None:
-    """Write the per-asset report, one record per selected asset, failed ones too, to ``path``
-    (``-``: stdout); return why it could not be written, or None."""
-    landed = {r.name: r for r in records}
-    report = []
-    for asset in assets:
-        if (r := landed.get(asset.name)) is not None:
-            report.append(
-                {
-                    "name": r.name,
-                    "path": r.path,
-                    "ok": True,
-                    "source": r.source,
-                    "bytes": r.bytes,
-                    "size": r.size,
-                    "seconds": round(r.seconds, 3),
-                    "attempts": r.attempts,
-                    "cached": r.cached,
-                }
-            )
-        elif asset.name in failures:
-            report.append(
-                {"name": asset.name, "path": asset.path, "ok": False, "error": str(failures[asset.name])}
-            )
-    text = json.dumps({"ok": not failures, "assets": report}, indent=2) + "\n"
-    if str(path) == "-":
-        sys.stdout.write(text)
-        return None
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        return f"the report could not be written ({exc.strerror or exc})"
-    return None
+def _out(args: argparse.Namespace):
+    return report.results_stream(args.report)
 
 
 def _assets_root(explicit: Path | None) -> Path:
@@ -593,6 +651,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     args.manifest = args.manifest or (
         _FromEnv(os.environ["BAKE_MANIFEST"]) if os.environ.get("BAKE_MANIFEST") else None
     )
+    body = _report_body(args, dest=str(args.dest), against=str(args.dest / index.LOCK_NAME))
     if args.manifest is None:
         if args.group:
             raise UsageError("--group needs --manifest; the lock already holds only the selected assets")
@@ -601,8 +660,26 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         assets = _selected(args)
         files = index.expected_files(assets)
-    verify.verify_dest(args.dest, files, assets=assets)
-    print(f"bake: {len(files)} asset(s) under {args.dest} verified")
+        body.update(against=str(args.manifest), manifest_digest=manifest.manifest_digest(assets))
+    names = {a.path: a.name for a in assets or ()}
+    bad: set[str | None] = set()
+    try:
+        verify.verify_dest(args.dest, files, assets=assets)
+    except VerifyError as exc:
+        bad = {p.path for p in exc.problems}
+        raise
+    finally:
+        body["assets"] = [
+            {
+                "name": names.get(f.path),
+                "path": f.path,
+                "sha256": f.sha256,
+                "size": f.size,
+                "ok": f.path not in bad,
+            }
+            for f in files
+        ]
+    print(f"bake: {len(files)} asset(s) under {args.dest} verified", file=_out(args))
     return 0
 
 
@@ -612,18 +689,31 @@ def _verify_image(args: argparse.Namespace) -> int:
 
     if args.image is None or args.dest is not None or args.key is None or args.manifest or args.group:
         raise UsageError("verify takes --dest D [--manifest M], or --image REF --key KEY [--repository REPO]")
+    if args.json is not None or args.allow_http:
+        raise UsageError("--json and --allow-http apply to verify --dest; verify --image prints one line")
     print(signed_image.verify_image(args.image, args.key, args.repository, tlog=not args.no_tlog))
     return 0
 
 
-def _print_findings(findings: list, bad_label: str, nothing_to_check: str) -> list:
-    """Print one line per finding on stdout (a warning, ``nothing_to_check``, when there is none);
-    return the bad ones."""
+def _print_findings(args: argparse.Namespace, findings: list, not_asked: list, nothing_to_check: str) -> list:
+    """Print one ``VERDICT  LIBRARY  ASSET: DETAIL`` line per finding on stdout, and on stderr each library
+    that could not be asked (and ``nothing_to_check`` when there is no finding); return the bad ones.
+
+    ``doctor`` and ``manifest check`` print their findings so: one verdict and one name per library."""
     for f in findings:
-        print(f"{'ok' if f.ok else bad_label}  {f.consumer}  {f.asset}: {f.detail}")
+        print(f"{f.verdict}  {f.consumer}  {f.asset}: {f.detail}", file=_out(args))
+    for library, why in not_asked:
+        log.warning("could not ask %s: %s", library, why)  # a diagnostic, not a result
     if not findings:
-        log.warning("warning: %s; nothing was checked", nothing_to_check)  # a diagnostic, not a result
+        log.warning("warning: %s; nothing was checked", nothing_to_check)
     return [f for f in findings if not f.ok]
+
+
+def _finding_record(f) -> dict[str, Any]:
+    keys = ("verdict", "consumer", "asset", "ok", "detail", "expected", "seen")
+    record = {key: getattr(f, key) for key in keys}
+    record["library"] = record.pop("consumer")
+    return record
 
 
 def cmd_manifest(args: argparse.Namespace) -> int:
@@ -648,12 +738,12 @@ def cmd_manifest(args: argparse.Namespace) -> int:
         log.warning("%s", warning)
     table = assets.consumers()
     findings = consumers.check_manifest(assets, table)
-    builtins = ", ".join(c.name for c in table if c.builtin)
-    declared = ", ".join(c.name for c in table if not c.builtin)
-    why = f"no consumer package ({builtins}) is installed to judge these entries"
-    if declared:
+    unasked = consumers.not_asked(table, [a.path for a in assets], tables=True)
+    libraries = ", ".join(lib for c in table for lib in c.tables)
+    why = f"no library whose own table judges these entries ({libraries}) is installed"
+    if declared := ", ".join(c.name for c in table if not c.builtin):
         why += f"; the declared consumer(s) {declared} carry no table of their own to check entries against"
-    bad = _print_findings(findings, "MISMATCH", why)
+    bad = _print_findings(args, findings, unasked, why)
     if bad:
         raise UsageError(
             f"{len(bad)} manifest entr{'y' if len(bad) == 1 else 'ies'} disagree with the installed "
@@ -666,6 +756,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from bake import consumers
 
     root = _assets_root(args.assets)
+    body = _report_body(args, assets_root=str(root))
     serve = root / consumers.SERVE_NAME
     # doctor takes --assets (or BAKE_ASSETS), not verify's --manifest and --dest.
     lock = index.read_lock(
@@ -680,16 +771,40 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     # The image holds no manifest: declared consumers come back from what seal wrote.
     table = consumers.table(consumers.declared_from_serve(serve.read_text(encoding="utf-8")))
     findings = consumers.doctor(root, lock, table)
-    libraries = [lib for c in table for lib in c.libraries] + [c.name for c in table if not c.builtin]
-    bad = _print_findings(
-        findings, "WOULD DOWNLOAD", f"no consumer package ({', '.join(libraries)}) is installed"
-    )
+    unasked = consumers.not_asked(table, [f.path for f in lock])
+    body["findings"] = [_finding_record(f) for f in findings]
+    body["not_asked"] = [{"library": lib, "why": why} for lib, why in unasked]
+    owners = ", ".join(c.name for c in table)
+    bad = _print_findings(args, findings, unasked, f"no baked file belongs to a consumer ({owners})")
     if bad:
-        raise FetchError(
-            f"{len(bad)} consumer lookup(s) would trigger a download; run the job through bake-entrypoint, "
-            'or run the runner line first: bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"'
-        )
+        raise _doctor_failure(bad)
     return 0
+
+
+def _doctor_failure(bad: list) -> FetchError:
+    """The one error of a doctor that found lookups that would download, or files a library rejects."""
+    rejected = [f for f in bad if f.mismatch]
+    lines = []
+    if len(rejected) < len(bad):
+        lines.append(
+            f"{len(bad) - len(rejected)} consumer lookup(s) would trigger a download; run the job through "
+            "bake-entrypoint, or run the runner line first: "
+            'bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"'
+        )
+    if rejected:
+        libraries = ", ".join(sorted({f.consumer for f in rejected}))
+        lines.append(
+            f"{len(rejected)} baked file(s) are not what their library's own table expects ({libraries}): "
+            "it would download them again; fix the manifest entry (sha256 and URL), or pin the library "
+            "version that matches these bytes, and rebuild"
+        )
+    problems = tuple(
+        Problem(
+            "mismatch" if f.mismatch else "would-download", f.detail, f.asset, f.asset, f.expected, f.seen
+        )
+        for f in bad
+    )
+    return FetchError("; ".join(lines), problems=problems)
 
 
 def cmd_seal(args: argparse.Namespace) -> int:
@@ -764,9 +879,10 @@ def cmd_publish(args: argparse.Namespace) -> int:
             signing.sign_published(runtime, signer)
         print(runtime.pinned)
     else:
-        block = publish.publish_assets(Path(args.manifest), args.repository, args.group, buildx_args)
-        if signer:
-            signing.sign_block(block, args.manifest, args.group, signer)
+        with _naming_the_variable(args.manifest):  # the repository is checked before the manifest is read
+            block = publish.publish_assets(Path(args.manifest), args.repository, args.group, buildx_args)
+            if signer:
+                signing.sign_block(block, args.manifest, args.group, signer)
         print("\n".join(block.lines()))
     return 0
 
@@ -776,7 +892,8 @@ def cmd_pin(args: argparse.Namespace) -> int:
 
     _check_image_selection(args)
     manifest = None if args.runtime else args.manifest
-    verifier = signing.pin_verifier(args.repository, manifest, args.verify_key, no_tlog=args.no_tlog)
+    with _naming_the_variable(manifest):  # its [signing] table names the default key
+        verifier = signing.pin_verifier(args.repository, manifest, args.verify_key, no_tlog=args.no_tlog)
     # --check proves the digests already on the lines too, before it compares them.
     lines = pin.pinned_lines(args.dockerfiles, args.repository) if verifier and args.check else []
     if args.runtime:
@@ -785,11 +902,12 @@ def cmd_pin(args: argparse.Namespace) -> int:
             signing.verify_published(runtime, verifier, lines)
         pinned, block = runtime.pinned, None
     else:
-        chosen = publish.lookup_block(
-            Path(args.manifest), args.repository, args.group, _publish_command(args)
-        )
-        if verifier:
-            signing.verify_block(chosen, args.manifest, args.group, verifier, lines)
+        with _naming_the_variable(args.manifest):
+            chosen = publish.lookup_block(
+                Path(args.manifest), args.repository, args.group, _publish_command(args)
+            )
+            if verifier:
+                signing.verify_block(chosen, args.manifest, args.group, verifier, lines)
         pinned = chosen.whole.pinned
         block = [pin.BlockLine(unit.name, found.pinned) for unit, found in chosen.units]
         block.append(pin.BlockLine(None, chosen.index.pinned))
@@ -811,7 +929,11 @@ def cmd_cache(args: argparse.Namespace) -> int:
     keep = None
     if args.manifest:
         keep = {a.sha256 for m in args.manifest for a in manifest.load_manifest(m, allow_http=True)}
-    result = cache.prune(args.cache_dir or cache.default_cache_dir(), keep, args.max_age)
+    result = cache.prune(
+        args.cache_dir or cache.default_cache_dir(), keep, args.max_age, dry_run=args.dry_run
+    )
+    for path in result.removed:
+        print(f"{'would remove' if args.dry_run else 'removed'} {escape(str(path))}")
     print(f"bake: {result}")
     return 0
 
@@ -867,7 +989,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         asset = add.fill_size(path, args.target, options, _progress(args))
         print(f"bake: {asset.name}: size = {asset.size} in {path}")
         return 0
-    with _naming_the_variable(args.manifest):
+    with _naming_the_variable(args.manifest, starts=True):
         asset = add.add(
             path,
             args.target,
@@ -903,7 +1025,39 @@ EXIT_CODES: dict[str, tuple[int, ...]] = {
     "publish": (0, 2, 5),
     "pin": (0, 1, 2, 5),
     "cache": (0, 2),
+    "completion": (0, 2),
     "--version": (0,),
+}
+
+# The variables each command reads (usage.VARIABLES says what each does), for its --help.
+_FETCHING = (
+    "BAKE_MANIFEST",
+    "BAKE_MIRRORS",
+    "HTTPS_PROXY",
+    "SSL_CERT_FILE",
+    "HF_TOKEN",
+    "HF_ENDPOINT",
+    "XDG_CACHE_HOME",
+    "HF_HUB_DISABLE_PROGRESS_BARS",
+)
+ENVIRONMENT: dict[str, tuple[str, ...]] = {
+    "add": _FETCHING,
+    "harvest": ("BAKE_MANIFEST", "BAKE_ASSETS"),
+    "fetch": _FETCHING,
+    "verify": ("BAKE_MANIFEST",),
+    "manifest": ("BAKE_MANIFEST",),
+    "doctor": ("BAKE_ASSETS", "TIKTOKEN_RS_CACHE_DIR"),
+    "seal": ("BAKE_MANIFEST",),
+    "publish": (
+        "BAKE_MANIFEST",
+        "BAKE_MIRRORS",
+        "BAKE_FETCH_ARGS",
+        "HF_TOKEN",
+        "HF_ENDPOINT",
+        "SSL_CERT_FILE",
+    ),
+    "pin": ("BAKE_MANIFEST",),
+    "cache": ("XDG_CACHE_HOME",),
 }
 
 # A command is a function that adds its sub-parser (with ``run`` set to its handler), listed here,
@@ -921,6 +1075,7 @@ COMMANDS = [
     _add_publish_parser,
     _add_pin_parser,
     _add_cache_parser,
+    _add_completion_parser,
 ]
 
 
@@ -945,13 +1100,51 @@ def main(argv: list[str] | None = None) -> int:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_EscapingFormatter("bake: %(message)s"))
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
+    args.report = None
     try:
-        return args.run(args)
+        args.report = _report_for(args)
+        code = args.run(args)
     except BakeError as exc:
+        _end_report(args.report, exc.exit_code, exc)
         _print_error(exc)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(
-            "bake: interrupted; partial downloads stay in the cache and a rerun resumes them", file=sys.stderr
-        )
+        stop = "interrupted; partial downloads stay in the cache and a rerun resumes them"
+        _end_report(args.report, 130, BakeError(stop))
+        print(f"bake: {stop}", file=sys.stderr)
         return 130
+    if args.report is not None and (problem := args.report.write(code)):
+        done = "the assets are installed and verified" if args.command == "fetch" else f"it exited {code}"
+        _print_error(
+            UsageError(
+                f"--json {args.report.target!r}: {problem}; the command did its work ({done}), "
+                "so rerun with a writable --json path to get the report"
+            )
+        )
+        return UsageError.exit_code
+    return code
+
+
+def _report_for(args: argparse.Namespace) -> report.Report | None:
+    """The JSON report ``--json`` asks for, its path checked before the command does anything; or None."""
+    target = getattr(args, "json", None)
+    if target is None:
+        return None
+    command = args.command
+    if command == "harvest":
+        if args.diff is None:
+            raise UsageError("--json reports harvest --diff; a harvest that pins writes the manifest instead")
+        command = "harvest --diff"
+    found = report.Report(command, str(target))
+    found.check_target()
+    return found
+
+
+def _end_report(rep: report.Report | None, code: int, exc: BakeError) -> None:
+    """Write the report of a command that failed with ``exc``; a report that cannot be written is said
+    in the same error, so the failure is still stated once."""
+    if rep is None:
+        return
+    rep.failed(exc)
+    if problem := rep.write(code):
+        exc.args = (f"{exc}\n--json {rep.target!r}: {problem}",)

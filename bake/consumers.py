@@ -4,7 +4,8 @@ A consumer owns the assets under ``<name>/``. Its entry says how those paths
 are named, which alias links ``seal`` makes beside them, where the library
 looks (``bake.locations``), how ``manifest check`` reads the library's own
 URL/hash table and how ``doctor`` checks a job. The built-ins are s3tokenizer,
-the tiktoken family and the Hugging Face Hub; a manifest declares more with ``[[consumer]]``.
+the tiktoken family, the Hugging Face Hub and vLLM's public test assets; a manifest declares more
+with ``[[consumer]]``.
 Everything else in bake (manifest rules, seal, verify, doctor, manifest check,
 ``bake add``) and, through ``bake.serve``, the entrypoint reads this table.
 """
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from bake import servefile
+from bake import servefile, vllm_assets
 from bake.errors import ManifestError
 from bake.hashes import sha256_file
 from bake.hub import layout
@@ -62,12 +63,25 @@ class BakedFile(Protocol):
 
 @dataclass(frozen=True)
 class Finding:
-    """One consumer's verdict on one baked file."""
+    """One library's (or declared consumer's) verdict on one file: ``consumer`` is the name doctor and
+    ``manifest check`` both print. ``mismatch`` marks a verdict of the library's own table (MISMATCH);
+    a failing lookup is WOULD DOWNLOAD. ``expected`` and ``seen`` are the sha256s compared, if any."""
 
     consumer: str
     asset: str
     ok: bool
     detail: str
+    mismatch: bool = False
+    expected: str | None = None
+    seen: str | None = None
+
+    @property
+    def verdict(self) -> str:
+        return "ok" if self.ok else "MISMATCH" if self.mismatch else "WOULD DOWNLOAD"
+
+
+# Why doctor could not ask a library that is not installed; the lookup was still checked.
+NOT_INSTALLED = "not installed, so its own table was not asked; its lookup was checked against the lock"
 
 
 def _module_source(module: str) -> Path | None:
@@ -81,7 +95,8 @@ def _module_source(module: str) -> Path | None:
     return Path(spec.origin)
 
 
-def _installed(distribution: str) -> bool:
+def installed(distribution: str) -> bool:
+    """Is ``distribution`` installed where bake runs (asked of its metadata, never imported)?"""
     try:
         importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
@@ -105,10 +120,17 @@ def _check_lookup(consumer: str, name: str, lookup: Path, baked: Path, sha256: s
     if lookup.resolve() != baked.resolve():
         actual = sha256_file(lookup)
         if actual != sha256:
-            return Finding(
-                consumer, name, False, f"{lookup} has sha256 {actual}, expected {sha256}; it would download"
-            )
+            detail = f"{lookup} has sha256 {actual}, expected {sha256}; it would download"
+            return Finding(consumer, name, False, detail, expected=sha256, seen=actual)
     return Finding(consumer, name, True, f"{lookup} is served")
+
+
+def _table_mismatch(library: str, f: BakedFile, expected: str, what: str) -> Finding:
+    """The MISMATCH finding of a baked file whose sha256 is not the one ``library``'s own table holds."""
+    detail = (
+        f"its table expects sha256 {expected} for {what}, the baked file is {f.sha256}; it would re-download"
+    )
+    return Finding(library, f.path, False, detail, mismatch=True, expected=expected, seen=f.sha256)
 
 
 class Consumer:
@@ -122,11 +144,21 @@ class Consumer:
     builtin = False
     # The distributions whose own lookups `bake doctor` checks; a declared consumer names none.
     libraries: tuple[str, ...] = ()
+    # Those among them whose own sha256 table `manifest check` and `doctor` read.
+    tables: tuple[str, ...] = ()
     # The loc IDs of a location's fallbacks, by variable (a consumer with a precedence of its own).
     chain_ids: Mapping[str, str] = {}
     # The library's own "never download" switches, (VAR, VALUE) with VALUE a word or @PATH in the asset
     # root: seal writes them to bake.offline, the entrypoint exports them under BAKE_OFFLINE=1.
     offline: tuple[tuple[str, str], ...] = ()
+    # An entry `bake add` or `bake harvest` names keeps its file's suffix (vLLM's stop_sign.jpg and
+    # stop_sign.pt are two assets); else the name is the file's stem (a model's name).
+    names_keep_suffix = False
+    # A name a download still in progress has in one of its locations, and why it is not a file to pin.
+    partial = re.compile(r"\.(?:tmp|part|incomplete)\Z")
+    partial_why = "a partial download (its name ends .tmp, .part or .incomplete): let the job finish it"
+    # The libraries' default directories (under TMPDIR), which name a cache of theirs by its place.
+    default_dirs: tuple[str, ...] = ()
 
     def __init__(self, name: str, locations: Sequence[Location]) -> None:
         self.name = name
@@ -154,6 +186,18 @@ class Consumer:
         """The URLs the installed library's own table downloads from (``bake harvest`` names files so)."""
         return ()
 
+    def url_for_cached(self, name: str) -> str | None:
+        """The URL the installed library itself would have fetched the cached file ``name`` from, or None."""
+        return None
+
+    def why_unnamed(self, name: str) -> str | None:
+        """Why no URL names the cached file ``name``, where the consumer can say more than harvest can."""
+        return None
+
+    def cached_name(self, name: str) -> bool:
+        """Is ``name`` one this consumer's libraries give the files they cache, whatever its URL?"""
+        return False
+
     def aliases(self, assets: Iterable[AssetLike]) -> dict[str, str]:
         """Map alias link paths (relative to the asset root) to their relative targets."""
         return {}
@@ -169,6 +213,10 @@ class Consumer:
     def check_entry(self, asset: AssetLike) -> Finding | None:
         """Compare one manifest entry with the library's own table; None when there is nothing to compare."""
         return None
+
+    def not_asked(self) -> list[tuple[str, str]]:
+        """(library, why) for each of its libraries doctor cannot ask here: those not installed."""
+        return [(lib, NOT_INSTALLED) for lib in self.libraries if not installed(lib)]
 
     def declaration(self) -> dict:
         """Return the consumer as the manifest declares it (what the manifest digest covers)."""
@@ -239,7 +287,7 @@ class S3Tokenizer(Consumer):
     """s3tokenizer: ``load_model(name)`` looks for ``<name>.onnx`` and checks its own ``_SHA256S``."""
 
     builtin = True
-    libraries = ("s3tokenizer",)
+    libraries = tables = ("s3tokenizer",)
 
     def __init__(self) -> None:
         super().__init__("s3tokenizer", [parse_location("${XDG_CACHE_HOME:-$HOME/.cache}/s3tokenizer", "")])
@@ -270,28 +318,35 @@ class S3Tokenizer(Consumer):
             return None
         model = PurePosixPath(asset.path).stem
         if model not in models:
-            return Finding(self.name, asset.name, False, f"model {model!r} is not in its table")
+            return Finding(
+                self.name, asset.name, False, f"model {model!r} is not in its table", mismatch=True
+            )
         url, sha = models[model]
         problems = []
         if sha != asset.sha256:
             problems.append(f"sha256 {asset.sha256} in the manifest, {sha} in s3tokenizer")
         if url not in asset.urls:
             problems.append(f"s3tokenizer downloads {url}, which the manifest does not list")
-        return Finding(self.name, asset.name, not problems, "; ".join(problems) or "matches")
+        detail = "; ".join(problems) or "matches"
+        return Finding(
+            self.name,
+            asset.name,
+            not problems,
+            detail,
+            mismatch=bool(problems),
+            expected=sha,
+            seen=asset.sha256,
+        )
 
     def doctor(self, root: Path, files: Sequence[BakedFile], environ: Mapping[str, str]) -> list[Finding]:
+        """Its table's verdict on each file (when s3tokenizer is installed), else where it looks."""
         models = s3tokenizer_models()
-        if models is None:
-            return []
         findings = []
         for f in files:
-            known_sha = models.get(PurePosixPath(f.path).stem, ("", ""))[1]
+            model = PurePosixPath(f.path).stem
+            known_sha = models.get(model, ("", ""))[1] if models is not None else f.sha256
             if known_sha != f.sha256:
-                expected = known_sha or "(no entry)"
-                detail = (
-                    f"its table expects sha256 {expected}, the baked file is {f.sha256}; it would re-download"
-                )
-                findings.append(Finding(self.name, f.path, False, detail))
+                findings.append(_table_mismatch(self.name, f, known_sha or "(no entry)", f"model {model}"))
             else:
                 findings += super().doctor(root, [f], environ)
         return findings
@@ -327,12 +382,22 @@ class Tiktoken(Consumer):
         ("tiktoken", "TIKTOKEN_CACHE_DIR", ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"), "data-gym-cache"),
     )
     libraries = tuple(client for client, *_ in CLIENTS)
+    # tiktoken's own table is Python (tiktoken_ext.openai_public); openai-harmony's is compiled in.
+    tables = ("tiktoken",)
     # openai-harmony then reads <dir>/o200k_base.tiktoken (the alias links) and never downloads;
     # tiktoken has no switch: a vocab that is not baked is downloaded into its cache.
     offline = (("TIKTOKEN_ENCODINGS_BASE", "@tiktoken"),)
+    partial = re.compile(r"\A[0-9a-f]{40}\.[0-9a-f-]{36}\.tmp\Z")
+    partial_why = (
+        "a partial download: tiktoken writes <sha1(url)>.<uuid>.tmp and renames it to <sha1(url)> when whole"
+    )
+    default_dirs = tuple(default for *_, default in CLIENTS)
 
     def __init__(self) -> None:
         super().__init__("tiktoken", [parse_location(f"${var}", "") for _, var, _, _ in self.CLIENTS])
+
+    def cached_name(self, name: str) -> bool:
+        return bool(re.fullmatch(r"[0-9a-f]{40}", name) or self.partial.match(name))
 
     def check_path(self, asset: AssetLike, where: str) -> None:
         canonical = asset.canonical_url()
@@ -379,24 +444,36 @@ class Tiktoken(Consumer):
         detail = (
             "matches" if ok else f"sha256 {asset.sha256} in the manifest, {hashes[canonical]} in tiktoken"
         )
-        return Finding(self.name, asset.name, ok, detail)
+        return Finding(
+            self.name, asset.name, ok, detail, mismatch=not ok, expected=hashes[canonical], seen=asset.sha256
+        )
+
+    def _rejected(self, f: BakedFile) -> Finding | None:
+        """tiktoken's own verdict on a baked vocab its table knows by URL: a MISMATCH, or None."""
+        hashes = tiktoken_hashes() or {}
+        url = next((u for u in hashes if self.prefix + sha1_name(u) == f.path), None)
+        if url is None or hashes[url] == f.sha256:
+            return None
+        return _table_mismatch("tiktoken", f, hashes[url], url)
 
     def doctor(self, root: Path, files: Sequence[BakedFile], environ: Mapping[str, str]) -> list[Finding]:
+        """Each client's lookup, whether or not it is installed (its directory as it resolves it), after
+        tiktoken's own table where it knows the vocab."""
         findings = []
         for client, _, variables, default in self.CLIENTS:
-            if not _installed(client):
-                continue
             # The client's own resolution: the first variable set wins; set but empty turns caching off.
             var = next((v for v in variables if v in environ), None)
             cache = environ[var] if var else str(Path(tempfile.gettempdir()) / default)
             for f in files:
-                if not cache:
+                if client == "tiktoken" and (rejected := self._rejected(f)):
+                    findings.append(rejected)
+                elif not cache:
                     findings.append(
                         Finding(client, f.path, False, f"{var} is empty: caching off, it downloads")
                     )
-                    continue
-                lookup = Path(cache) / self.name_in_location(f.path)
-                findings.append(_check_lookup(client, f.path, lookup, root / f.path, f.sha256))
+                else:
+                    lookup = Path(cache) / self.name_in_location(f.path)
+                    findings.append(_check_lookup(client, f.path, lookup, root / f.path, f.sha256))
         return findings
 
 
@@ -466,7 +543,7 @@ class Hub(Consumer):
         """
         baked_root = Path(root) / HUB_PREFIX
         cache = self.locations[0].resolve(environ)
-        if cache is None or not baked_root.is_dir() or importlib.util.find_spec("huggingface_hub") is None:
+        if cache is None or not baked_root.is_dir():
             return []
         findings = []
         for repo in sorted(p for p in baked_root.iterdir() if p.is_dir() and "--" in p.name):
@@ -508,7 +585,135 @@ def _hub_ref_finding(baked: Path, lookup: Path, name: str) -> Finding:
 
 # The client the Hub's doctor speaks for, in its findings.
 HUB_CLIENT = "huggingface_hub"
-BUILTINS: tuple[Consumer, ...] = (S3Tokenizer(), Tiktoken(), Hub())
+# vLLM's envs.py: $VLLM_ASSETS_CACHE, else ${XDG_CACHE_HOME:-$HOME/.cache}/vllm/assets; its
+# base.py reads vllm_public_assets/<file> below that. In bake.serve the fallback is a loc of its own.
+VLLM_ASSETS_CACHE = Location(
+    "VLLM_ASSETS_CACHE",
+    vllm_assets.DIRECTORY,
+    fallback=Location("XDG_CACHE_HOME", "vllm/assets", "$HOME/.cache"),
+)
+
+
+class VllmAssets(Consumer):
+    """vLLM's public test assets: ``get_vllm_public_assets`` reads ``vllm_public_assets/<file>`` under
+    ``VLLM_ASSETS_CACHE``, the bucket prefix (one per asset class) dropped from the name.
+
+    The rule is data here; where vLLM is installed, ``bake.vllm_assets`` reads what that vLLM does
+    (its classes' prefixes for ``manifest check`` and ``harvest``, its envs.py for ``doctor``).
+    vLLM checks no hash: any file at the name is used, so a wrong one is read, never re-fetched.
+    """
+
+    builtin = True
+    libraries = ("vllm",)
+    chain_ids = {"XDG_CACHE_HOME": f"{vllm_assets.DIRECTORY}.xdg"}
+    names_keep_suffix = True
+
+    def __init__(self) -> None:
+        super().__init__(vllm_assets.DIRECTORY, [VLLM_ASSETS_CACHE])
+
+    def check_path(self, asset: AssetLike, where: str) -> None:
+        name = self.name_in_location(asset.path)
+        leaf = name.rsplit("/", 1)[-1]
+        if "/" in name:
+            raise ManifestError(
+                f"{where}: path {asset.path!r} is not where vLLM looks: get_vllm_public_assets drops the "
+                f"bucket prefix and reads {self.prefix}{leaf}; write path = {self.prefix + leaf!r}"
+            )
+        for url in asset.urls:
+            found = vllm_assets.bucket_file(url)
+            if found and found[1] != name:
+                raise ManifestError(
+                    f"{where}: path {asset.path!r} is not where vLLM keeps {url}: it caches that file as "
+                    f"{self.prefix}{found[1]}; write path = {self.prefix + found[1]!r}, or list that "
+                    f"file's own url"
+                )
+
+    def path_for_url(self, url: str) -> str | None:
+        found = vllm_assets.bucket_file(url)
+        return f"{self.prefix}{found[1]}" if found else None
+
+    def url_for_cached(self, name: str) -> str | None:
+        lib = vllm_assets.installed()
+        classes = lib.classes_for(name) if lib else []
+        return lib.url(classes[0], name) if lib and len(classes) == 1 else None
+
+    def why_unnamed(self, name: str) -> str | None:
+        lib = vllm_assets.installed()
+        if lib is None:
+            prefixes = " or ".join(f"{p}/" for p in vllm_assets.RULE_PREFIXES)
+            return (
+                f"vllm is not installed here, so its asset classes cannot say under which bucket prefix "
+                f"({prefixes}) {name} was fetched, and no manifest entry lists it; pin it with `bake add "
+                f"{vllm_assets.BUCKET}/<prefix>/{name}`, or harvest where vLLM is installed"
+            )
+        classes = lib.classes_for(name)
+        seen = " and ".join(c.name for c in classes) + " all ask for it" if classes else "none asks for it"
+        return (
+            f"vLLM {lib.version}'s asset classes ({lib.describe()}): {seen}, and no manifest entry lists it; "
+            f"pin it with `bake add URL --path {self.prefix}{name}`"
+        )
+
+    def check_entry(self, asset: AssetLike) -> Finding | None:
+        lib = vllm_assets.installed()
+        if lib is None:
+            return None
+        name = self.name_in_location(asset.path)
+        classes = lib.classes_for(name)
+        if len(classes) != 1:
+            both = " and ".join(c.name for c in classes)
+            seen = f"{both} all ask for {name}" if classes else "no class does"
+            return Finding(
+                "vllm", asset.name, False,
+                f"vLLM {lib.version} would never read {name} as one asset: its classes ask for "
+                f"{lib.describe()}; {seen}",
+            )  # fmt: skip
+        url = lib.url(classes[0], name)
+        if url not in asset.urls:
+            return Finding(
+                "vllm", asset.name, False,
+                f"vLLM {lib.version} ({classes[0].name}) downloads {name} from {url}, which the manifest "
+                "does not list",
+            )  # fmt: skip
+        return Finding("vllm", asset.name, True, f"matches {classes[0].name} ({url})")
+
+    def doctor(self, root: Path, files: Sequence[BakedFile], environ: Mapping[str, str]) -> list[Finding]:
+        """Does vLLM find each baked file where it looks? Where vLLM is installed its own envs.py says
+        where; elsewhere the rule does, and the findings say so."""
+        lib = vllm_assets.installed()
+        how = "" if lib else " (vLLM is not installed here: checked by its rule)"
+        where = self.locations[0].resolve(environ)
+        if lib is not None:
+            try:
+                where = lib.cache_dir(environ) / lib.directory
+            except vllm_assets.VllmCodeError as exc:
+                how = f" (vLLM's own envs.py could not say where it looks, {exc}: checked by its rule)"
+        findings = []
+        for f in files:
+            ok, detail = _vllm_lookup(Path(where) / self.name_in_location(f.path), root / f.path, f.sha256)
+            findings.append(Finding("vllm", f.path, ok, detail + how))
+        return findings
+
+
+def _vllm_lookup(lookup: Path, baked: Path, sha256: str) -> tuple[bool, str]:
+    """vLLM's own test is ``exists()``, with no hash: nothing there (or a dangling link) is a download,
+    other bytes there are read as they are."""
+    if not lookup.exists():
+        seen = "a dangling link" if lookup.is_symlink() else "nothing"
+        return False, f"looks at {lookup}, finds {seen}; it would download it"
+    if lookup.resolve() == baked.resolve():
+        return True, f"{lookup} is served"
+    if not lookup.is_file():
+        return False, f"{lookup} is not a file, yet vLLM would read it; remove it and rerun the entrypoint"
+    actual = sha256_file(lookup)
+    if actual != sha256:
+        return False, (
+            f"{lookup} has sha256 {actual}, expected {sha256}; vLLM checks no hash and would read it: "
+            "remove it and rerun the entrypoint, which serves the baked file"
+        )
+    return True, f"{lookup} is served"
+
+
+BUILTINS: tuple[Consumer, ...] = (S3Tokenizer(), Tiktoken(), Hub(), VllmAssets())
 
 
 def parse_consumer(raw: object, index: int) -> Consumer:
@@ -632,6 +837,21 @@ def declared_from_serve(text: str) -> list[Consumer]:
                 Location.from_record(loc.mode, loc.var, loc.sub, loc.fallback, {})
             )
     return [Consumer(name, locs) for name, locs in found.items()]
+
+
+def not_asked(
+    consumers: Sequence[Consumer], paths: Iterable[str], *, tables: bool = False
+) -> list[tuple[str, str]]:
+    """(library, why) for each library of a consumer that owns one of ``paths``, which cannot be asked
+    here (doctor); with ``tables``, only the libraries whose own table would judge them (manifest check)."""
+    paths = list(paths)
+    return [
+        (lib, why)
+        for c in consumers
+        if any(c.owns(p) for p in paths)
+        for lib, why in c.not_asked()
+        if not tables or lib in c.tables
+    ]
 
 
 def doctor(

@@ -90,6 +90,33 @@ def read_lock(
         raise UsageError(f"{lock_path}: cannot read the lock ({exc}); {what_to_do}") from None
 
 
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def other_selection(dest: Path, assets: list[Asset], chosen: str) -> str | None:
+    """Why fetching ``assets`` (``chosen`` says how they were selected) into ``dest`` deserves a warning:
+    its lock was written for another selection, whose files this one's lock would no longer list; or None.
+    """
+    try:
+        doc = json.loads((dest / LOCK_NAME).read_text(encoding="utf-8"))
+        before = {e["path"]: str(e.get("name") or e["path"]) for e in doc["assets"]}
+        digest = doc.get("manifest_digest")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # no lock (or none bake wrote): nothing to compare
+    selected = {a.path for a in assets}
+    dropped = [name for path, name in sorted(before.items()) if path not in selected]
+    if not dropped:
+        return None
+    return (
+        f"--dest {dest}: its {LOCK_NAME} was written for another selection (manifest digest {digest}: "
+        f"{_listed(sorted(before.values()))}); this fetch selects {chosen} (manifest digest "
+        f"{manifest_digest(assets)}: {_listed(sorted(a.name for a in assets))}), so its lock will not list "
+        f"{_listed(dropped)}, whose files stay under --dest: give each selection a --dest of its own, "
+        "or fetch them together (one --group option for each)"
+    )
+
+
 def expected_files(assets: list[Asset]) -> list[LockedFile]:
     """Return the manifest's view of what a destination must hold."""
     return [LockedFile(a.path, a.size, a.sha256) for a in assets]

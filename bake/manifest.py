@@ -21,7 +21,7 @@ from bake.hub import schema as hub_schema
 from bake.hub.entry import HubEntry
 from bake.paths import check_path, parents
 from bake.text import escape, has_control
-from bake.tomlkeys import expect_mapping, refuse_unknown_keys
+from bake.tomlkeys import expect_mapping, refuse_unknown_keys, with_suggestion
 from bake.urls import check_url
 
 DEFAULT_MANIFEST = "docker/assets.toml"
@@ -273,7 +273,8 @@ def parse_manifest(
     extra = sorted(set(data) - {"asset", "consumer", "hub", "signing"})
     if extra:
         raise ManifestError(
-            f"{source}: unknown top-level key(s) {', '.join(extra)}; "
+            f"{source}: unknown top-level key(s) "
+            f"{', '.join(with_suggestion(k, ('asset', 'consumer', 'hub', 'signing')) for k in extra)}; "
             "only [[asset]], [[consumer]] and [[hub]] tables and a [signing] table are allowed"
         )
     signing = _parse_signing(data.get("signing"), source)

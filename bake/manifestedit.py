@@ -59,6 +59,25 @@ def locked(path: Path) -> Iterator[Path]:
         os.close(fd)
 
 
+def check_writable(path: Path) -> None:
+    """Refuse, before any download, a manifest whose edit could not land: the edit is a new file and a
+    rename in the directory of the file it changes (a link's target), which must exist and be writable.
+
+    Raises UsageError naming the manifest, the directory and what to do.
+    """
+    folder = target_of(path).parent
+    if not folder.is_dir():
+        problem = "does not exist"
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        problem = "cannot be written (permissions, or a read-only filesystem)"
+    else:
+        return
+    raise UsageError(
+        f"--manifest {path}: its directory {folder} {problem}, and the edit is a new file and a rename "
+        "there: fix that, or edit a copy elsewhere with --manifest; nothing was fetched"
+    )
+
+
 def appended(text: str, entry: str) -> str:
     """``text`` with ``entry`` after it, one blank line between them (none before the first entry)."""
     separator = "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"

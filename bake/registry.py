@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import json
 import re
+import sys
 import threading
 import urllib.error
 import urllib.parse
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from bake.errors import BuildError
+from bake.errors import BakeError, BuildError, UsageError
 from bake.reference import host_of
 from bake.text import escape
 
@@ -239,7 +241,7 @@ class Registry:
             )
         return digest
 
-    def ask_failure(self, ref: str, exc: Exception) -> BuildError:
+    def ask_failure(self, ref: str, exc: Exception) -> BakeError:
         """The error for a question about ``ref`` that got no definite answer: what was said, what to do."""
         host = self.host
         if isinstance(exc, TokenFailure):
@@ -261,6 +263,8 @@ class Registry:
                 f"the registry {host} refused the credentials for {ref} ({said}); "
                 f"run `docker login {host}` with an account that can push to it, then rerun"
             )
+        if exc.code == 401 and not _can_read_logins():
+            return _no_sdk(f"the registry {host} asks for a login to answer for {ref} ({said})")
         if exc.code == 401:
             return BuildError(
                 f"the registry {host} asks for a login to answer for {ref} ({said}) and no `docker login` "
@@ -311,10 +315,12 @@ def _said(exc: BaseException) -> str:
     return escape(str(exc))
 
 
-def failure(repository: str, exc: Exception) -> BuildError:
+def failure(repository: str, exc: Exception) -> BakeError:
     """The one error for a push that failed: what the registry said, and what to do."""
     if isinstance(exc, urllib.error.HTTPError):
         said = _said(exc)
+        if exc.code == 401 and not _can_read_logins():
+            return _no_sdk(f"pushing to {repository} needs a login ({exc.code} {exc.reason}: {said})")
         todo = {
             401: "run `docker login` for it with an account that can push, then rerun",
             403: "use a repository your account can push to",
@@ -323,6 +329,20 @@ def failure(repository: str, exc: Exception) -> BuildError:
     return BuildError(
         f"pushing to {repository} failed: the registry could not be reached ({escape(str(exc))}); "
         "check that it is up and reachable from this machine, then rerun"
+    )
+
+
+def _can_read_logins() -> bool:
+    """Whether ``docker login``'s stored credentials can be read here: the docker SDK reads them."""
+    return importlib.util.find_spec("docker") is not None
+
+
+def _no_sdk(what: str) -> UsageError:
+    """A registry asks for a login that bake cannot read here (no docker SDK): an install to make, exit 2."""
+    return UsageError(
+        f"{what}, and bake reads `docker login`'s credentials through the docker SDK (bake's [registry] "
+        f"extra), which is not installed; install it where bake runs: {sys.executable} -m pip install "
+        "'docker>=7', then rerun"
     )
 
 

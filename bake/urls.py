@@ -81,9 +81,11 @@ def check_url(url: str, *, allow_http: bool, where: str) -> None:
         raise ManifestError(f"{where}: url {shown!r} is not a valid URL ({exc})") from None
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
+        # A path where a URL belongs (bake add /srv/models/m.bin): the file:// URL it means.
+        local = f"; for a local file write file://{url}" if not scheme and url.startswith("/") else ""
         raise ManifestError(
             f"{where}: url {shown!r} has scheme {scheme or 'none'!r}; expected one of "
-            "https://, http:// (loopback only), file:// or hf://ORG/REPO[@REV]/PATH"
+            f"https://, http:// (loopback only), file:// or hf://ORG/REPO[@REV]/PATH{local}"
         )
     if scheme == "http" and not allow_http and not is_loopback_host(parts.hostname):
         raise ManifestError(

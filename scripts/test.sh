@@ -25,6 +25,15 @@ hadolint docker/Dockerfile tests/image/*.Dockerfile
 # DL3067 flags `COPY --from=IMAGE / /`, which is how vLLM's ci_base takes bake's FROM scratch images whole.
 hadolint --ignore DL3067 docker/examples/vllm/docker/Dockerfile.rocm docker/examples/vllm-omni/docker/Dockerfile.rocm
 
+echo "== every command's --help (the list comes from the parser; tests/test_usage.py checks the text)"
+python -c 'from bake import usage; from bake.cli import build_parser
+for words, _ in usage.parsers(build_parser()): print(" ".join(words))' |
+  while read -r words; do
+    # shellcheck disable=SC2086 # $words is the command's words
+    python -m bake $words --help >/dev/null || { echo >&2 "test.sh: bake $words --help failed"; exit 1; }
+    echo "ok: bake${words:+ $words} --help"
+  done
+
 echo "== docker toolchain"
 toolchain_was_up=0
 if scripts/toolchain.sh status >/dev/null 2>&1; then toolchain_was_up=1; fi

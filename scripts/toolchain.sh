@@ -132,7 +132,8 @@ _installed() {
 _apt_install() {
 	# cosign comes from trixie (2.5.0, what bake's signing is tested with; sid has 3.x). Only
 	# `bake publish --sign` and the --verify-key checks need it; bake runs without it.
-	wanted="docker.io/trixie docker-cli/trixie docker-buildx/sid cosign/trixie docker-registry debootstrap aria2 busybox dash git curl"
+	# zsh: tests/test_usage.py checks the zsh completion script bake generates.
+	wanted="docker.io/trixie docker-cli/trixie docker-buildx/sid cosign/trixie docker-registry debootstrap aria2 busybox dash git curl zsh"
 	command -v npm >/dev/null 2>&1 || wanted="$wanted nodejs npm"
 	missing=""
 	for spec in $wanted; do
@@ -307,7 +308,7 @@ _registry_digest() {
 		tr -d '\r' | awk 'tolower($1) == "docker-content-digest:" { print $2; found = 1 } END { exit !found }'
 }
 
-# Builds the root file system for tag $1 with packages $2 into tarball $3.
+# Builds the root file system for tag $1 with packages $2 into tarball $3, of Debian suite $4.
 _debootstrap() {
 	uri=$(_debian_uri "$(_codename)")
 	mkdir -p "$CACHE_DIR/debs"
@@ -316,9 +317,9 @@ _debootstrap() {
 	chmod 755 "$root"
 	_cleanup_paths="$_cleanup_paths $root $3.tmp"
 	log="$BAKE_RUN_DIR/debootstrap-$1.log"
-	_log "debootstrap $1 (--include=$2) from $uri"
+	_log "debootstrap $1 ($4, --include=$2) from $uri"
 	debootstrap --variant=minbase --include="$2" --cache-dir="$CACHE_DIR/debs" \
-		bookworm "$root" "$uri" >"$log" 2>&1 || {
+		"$4" "$root" "$uri" >"$log" 2>&1 || {
 		[ ! -f "$root/debootstrap/debootstrap.log" ] || cat "$root/debootstrap/debootstrap.log" >>"$log"
 		_fail_with_log "debootstrap of $STANDIN:$1 failed" "$log" "check access to $uri and free space in $CACHE_DIR, then rerun '$0 up'."
 	}
@@ -329,7 +330,7 @@ _debootstrap() {
 	rm -rf "$root"
 }
 
-# Makes $STANDIN:$1 (packages $2) exist locally and in the registry.
+# Makes $STANDIN:$1 (packages $2, Debian suite $3) exist locally and in the registry.
 _standin() {
 	tag=$1 local_ref="$STANDIN:$1" remote_ref="$STANDIN_REMOTE:$1"
 	tarball="$CACHE_DIR/rocm-standin-$1.tar"
@@ -340,7 +341,7 @@ _standin() {
 			docker tag "$remote_ref" "$local_ref"
 			_log "pulled $local_ref back from $REGISTRY"
 		else
-			[ -s "$tarball" ] || _debootstrap "$tag" "$2" "$tarball"
+			[ -s "$tarball" ] || _debootstrap "$tag" "$2" "$tarball" "$3"
 			docker import "$tarball" "$local_ref" >/dev/null || _die "docker import $tarball failed: delete the file and rerun '$0 up'."
 			_log "imported $local_ref from $tarball"
 		fi
@@ -369,9 +370,11 @@ _up() {
 	_start_engine
 	_start_registry
 	mkdir -p "$CACHE_DIR"
-	_standin bookworm python3,ca-certificates,python3-pip
+	_standin bookworm python3,ca-certificates,python3-pip bookworm
 	# A genuinely different second base, for layer-reuse tests.
-	_standin bookworm-slim python3,ca-certificates
+	_standin bookworm-slim python3,ca-certificates bookworm
+	# Debian 13's own python3, for the README's install (tests/image/test_install.py).
+	_standin trixie python3,ca-certificates trixie
 	_log "$(docker version --format 'engine {{.Server.Version}}, client {{.Client.Version}}')"
 	_log "$(docker buildx version)"
 	_log "registry $REGISTRY: $(docker-registry --version)"
@@ -388,7 +391,7 @@ _status() {
 	_engine_answers || _die "engine: 'docker info' does not answer; run '$0 up'."
 	_buildx_has_allow || _die "buildx: 'docker buildx bake --help' lacks --allow; run '$0 up'."
 	_registry_answers || _die "registry: http://$REGISTRY/v2/ does not answer; run '$0 up'."
-	for tag in bookworm bookworm-slim; do
+	for tag in bookworm bookworm-slim trixie; do
 		_image_exists "$STANDIN:$tag" || _die "stand-in: image $STANDIN:$tag is missing; run '$0 up'."
 		_registry_digest "$tag" >/dev/null || _die "stand-in: $STANDIN_REMOTE:$tag is not in the registry; run '$0 up'."
 	done
@@ -399,6 +402,7 @@ _env() {
 	echo "export BAKE_REGISTRY=$REGISTRY"
 	echo "export BAKE_STANDIN_BASE=$STANDIN:bookworm"
 	echo "export BAKE_STANDIN_BASE_ALT=$STANDIN:bookworm-slim"
+	echo "export BAKE_STANDIN_TRIXIE=$STANDIN:trixie"
 }
 
 case "${1:-}" in

@@ -244,3 +244,35 @@ def test_prune_drops_lock_files_of_removed_entries(tmp_path: Path) -> None:
 def test_prune_of_a_missing_cache_is_empty(tmp_path: Path) -> None:
     result = prune(tmp_path / "nothing", None, 7)
     assert (result.removed, result.bytes_freed, result.busy) == ((), 0, ())
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_prune_dry_run_lists_what_prune_removes_and_removes_nothing(tmp_path: Path) -> None:
+    cache = Cache(tmp_path)
+    cache.ensure()
+    make_entry(cache, SHA_A, obj=True, partial_age_days=10)  # an object no manifest names, an old partial
+    make_entry(cache, SHA_B, obj=True)
+    before = _tree(tmp_path)
+    dry = prune(tmp_path, {SHA_B}, max_age_days=7, dry_run=True)
+    assert _tree(tmp_path) == before
+    assert "would remove 3 file(s)" in str(dry), dry
+    real = prune(tmp_path, {SHA_B}, max_age_days=7)
+    assert (set(dry.removed), dry.bytes_freed) == (set(real.removed), real.bytes_freed)
+
+
+def test_bake_cache_prune_lists_each_file_it_removes(tmp_path: Path) -> None:
+    from tests.runners import bake
+
+    cache = Cache(tmp_path)
+    cache.ensure()
+    make_entry(cache, SHA_B, partial_age_days=3)
+    dry = bake("cache", "prune", "--cache-dir", tmp_path, "--max-age", "1", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"would remove {cache.partial_path(SHA_B)}" in dry.stdout.splitlines(), dry.stdout
+    assert cache.partial_path(SHA_B).exists()
+    real = bake("cache", "prune", "--cache-dir", tmp_path, "--max-age", "1")
+    assert f"removed {cache.partial_path(SHA_B)}" in real.stdout.splitlines(), real.stdout
+    assert not cache.partial_path(SHA_B).exists()

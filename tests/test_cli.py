@@ -81,10 +81,13 @@ def test_fetch_of_a_lying_source_exits_3_and_leaves_nothing(source: dict) -> Non
     report = source["tmp"] / "report.json"
     result = fetch(source, "--json", str(report))
     assert result.returncode == 3, result.stderr
-    # One record per asset, the failed one too, saying why.
-    records = json.loads(report.read_text())["assets"]
-    assert [(r["name"], r["ok"]) for r in records] == [("one", True), ("two", False)]
-    assert "sha256" in records[1]["error"]
+    # One record per asset, the failed one too; the error says why, structured (docs/json.md).
+    doc = json.loads(report.read_text())
+    assert [(r["name"], r["ok"]) for r in doc["assets"]] == [("one", True), ("two", False)]
+    (error,) = doc["errors"]
+    served = len(b"not what the manifest says")
+    assert (error["kind"], error["asset"]) == ("size-mismatch", "two"), error
+    assert (error["expected"], error["seen"]) == (len(source["files"]["two"]), served), error
     assert "two" in result.stderr
     assert "sha256" in result.stderr
     dest = source["tmp"] / "dest"
@@ -204,3 +207,16 @@ def test_seal_after_fetch(source: dict) -> None:
     assert oct((dest / "data/one.bin").stat().st_mode & 0o777) == "0o444"
     for p in [dest, *dest.rglob("*")]:
         p.chmod(0o755)
+
+
+def test_fetch_into_a_dest_locked_for_another_selection_warns_naming_both(source: dict) -> None:
+    assert fetch(source, "--group", "one").returncode == 0
+    first = json.loads((source["tmp"] / "dest" / "bake.lock.json").read_text())["manifest_digest"]
+    again = fetch(source, "--group", "one")
+    assert again.returncode == 0 and "another selection" not in again.stderr, again.stderr
+    other = fetch(source, "--group", "two")
+    assert other.returncode == 0, other.stderr
+    (line,) = [line for line in other.stderr.splitlines() if "another selection" in line]
+    second = json.loads((source["tmp"] / "dest" / "bake.lock.json").read_text())["manifest_digest"]
+    assert first in line and second in line and "--group two" in line, line
+    assert "will not list one" in line, line

@@ -76,6 +76,9 @@ def baked(tmp_path: Path) -> tuple[Path, list[index.LockedFile]]:
 
 
 def serve_locations(tmp_path: Path, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # tiktoken's own table expects the real o200k vocab at this name; these tests bake other bytes.
+    vocab = (root / f"tiktoken/{VOCAB_NAME}").read_bytes()
+    monkeypatch.setattr(consumers, "tiktoken_hashes", lambda: {VOCAB_URL: hashlib.sha256(vocab).hexdigest()})
     """Point every consumer location at links to the baked files, as bake-entrypoint does."""
     for var, sub, rel in [
         ("XDG_CACHE_HOME", "xdg/s3tokenizer", "s3tokenizer/speech_tokenizer_v3_25hz.onnx"),
@@ -170,6 +173,10 @@ def test_builtins_are_the_contracts_shape() -> None:
         # huggingface_hub's own precedence, one fallback inside the next.
         "hub": [
             "${HF_HUB_CACHE:-${HUGGINGFACE_HUB_CACHE:-${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/hub}}"
+        ],
+        # vLLM's envs.py and base.py (tests/test_vllm_assets.py checks it against a release).
+        "vllm_public_assets": [
+            "${VLLM_ASSETS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm/assets}/vllm_public_assets"
         ],
     }
 
@@ -362,3 +369,97 @@ def test_doctor_assets_dir_learns_declared_consumers_from_bake_serve(
     for p in [dest, *dest.rglob("*")]:  # let pytest clean up
         if not p.is_symlink():
             p.chmod(0o755)
+
+
+# -- doctor and manifest check agree (issue 37) ---------------------------------------------------------
+
+CHECKPOINT = "s3tokenizer/speech_tokenizer_v3_25hz.onnx"
+
+
+def _sealed(tmp_path: Path, vocab_url: str) -> tuple[Path, Path]:
+    """A sealed root baking a checkpoint and the vocab of ``vocab_url``, both made-up bytes; its manifest."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "ckpt.onnx").write_bytes(b"a made-up checkpoint")
+    (src / vocab_url.rsplit("/", 1)[1]).write_bytes(b"a made-up vocab")
+    manifest_path = tmp_path / "assets.toml"
+    manifest_path.write_text(
+        f'[[asset]]\nname = "speech_tokenizer_v3_25hz"\npath = "{CHECKPOINT}"\n'
+        f'sha256 = "{hashlib.sha256(b"a made-up checkpoint").hexdigest()}"\nurls = ["https://ckpt.example/ckpt.onnx"]\n\n'
+        f'[[asset]]\nname = "vocab"\npath = "tiktoken/{hashlib.sha1(vocab_url.encode()).hexdigest()}"\n'
+        f'sha256 = "{hashlib.sha256(b"a made-up vocab").hexdigest()}"\nurls = ["{vocab_url}"]\n'
+    )
+    dest = tmp_path / "assets"
+    origin = vocab_url.rsplit("/", 1)[0] + "/"
+    fetched = bake("fetch", "--manifest", manifest_path, "--dest", dest, "--cache-dir", tmp_path / "cache",
+                   "--mirror", f"{origin}={src.as_uri()}/", "--mirror", f"https://ckpt.example/={src.as_uri()}/",
+                   "--no-origin", "-q")  # fmt: skip
+    assert fetched.returncode == 0, fetched.stderr
+    assert bake("seal", "--manifest", manifest_path, "--dest", dest).returncode == 0
+    return dest, manifest_path
+
+
+def _served_env(dest: Path) -> dict[str, str]:
+    """Each consumer's variable pointing at the baked files themselves: every lookup finds them."""
+    return {"XDG_CACHE_HOME": str(dest), "TIKTOKEN_RS_CACHE_DIR": str(dest / "tiktoken"),
+            "TIKTOKEN_CACHE_DIR": str(dest / "tiktoken"), "HF_HUB_CACHE": str(dest / "hub")}  # fmt: skip
+
+
+def bare_bake(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``bake ARGS`` where no consumer package is installed: Python without its site-packages."""
+    from tests.runners import cli_env
+
+    argv = [sys.executable, "-S", "-m", "bake", *map(str, args)]
+    return subprocess.run(argv, env=cli_env(env), capture_output=True, text=True, timeout=60, check=False)
+
+
+def _bare_doctor(dest: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return bare_bake("doctor", "--assets", dest, env=env)
+
+
+def test_doctor_without_any_consumer_package_checks_every_served_file(tmp_path: Path) -> None:
+    dest, _ = _sealed(tmp_path, "https://vocab.example/encodings/test.tiktoken")
+    vocab = next(p for p in (dest / "tiktoken").iterdir() if not p.name.endswith(".tiktoken"))
+    proc = _bare_doctor(dest, _served_env(dest))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    fields = [line.split("  ", 2) for line in proc.stdout.splitlines()]
+    verdicts = {(verdict, library, rest.split(":")[0]) for verdict, library, rest in fields}
+    assert verdicts == {
+        ("ok", "s3tokenizer", CHECKPOINT),
+        ("ok", "openai-harmony", f"tiktoken/{vocab.name}"),
+        ("ok", "tiktoken", f"tiktoken/{vocab.name}"),
+    }, proc.stdout
+    for library in ("s3tokenizer", "openai-harmony", "tiktoken"):
+        assert f"could not ask {library}: not installed" in proc.stderr, proc.stderr
+    assert "nothing was checked" not in proc.stderr
+    # The case the review found: a baked file gone from the tree. doctor used to say "nothing was checked".
+    os.chmod(dest / "s3tokenizer", 0o755)
+    (dest / CHECKPOINT).unlink()
+    proc = _bare_doctor(dest, _served_env(dest))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert f"WOULD DOWNLOAD  s3tokenizer  {CHECKPOINT}: " in proc.stdout, proc.stdout
+
+
+def test_doctor_and_manifest_check_agree_on_a_vocab_tiktoken_rejects(tmp_path: Path) -> None:
+    dest, manifest_path = _sealed(
+        tmp_path, VOCAB_URL
+    )  # o200k's URL, other bytes: tiktoken's table rejects them
+    check = bake("manifest", "check", "--manifest", manifest_path)
+    doctor = bake("doctor", "--assets", dest, env=_served_env(dest))
+    assert (check.returncode, doctor.returncode) == (2, 3), check.stderr + doctor.stderr
+    assert "MISMATCH  tiktoken  vocab: " in check.stdout, check.stdout
+    assert f"MISMATCH  tiktoken  tiktoken/{VOCAB_NAME}: " in doctor.stdout, doctor.stdout
+    assert f"ok  openai-harmony  tiktoken/{VOCAB_NAME}: " in doctor.stdout  # its table is compiled in
+    expected = consumers.tiktoken_hashes()[VOCAB_URL]
+    assert expected in check.stdout and expected in doctor.stdout
+
+
+def test_doctor_and_manifest_check_name_the_libraries_alike(tmp_path: Path) -> None:
+    """With no library to ask, both say which ones they could not ask, by the same names."""
+    dest, manifest_path = _sealed(tmp_path, "https://vocab.example/encodings/test.tiktoken")
+    check = bare_bake("manifest", "check", "--manifest", manifest_path)
+    doctor = _bare_doctor(dest, _served_env(dest))
+    assert check.returncode == 0 and doctor.returncode == 0, check.stderr + doctor.stderr
+    for library in ("s3tokenizer", "tiktoken"):  # the libraries whose own tables both would read
+        assert f"could not ask {library}: not installed" in check.stderr, check.stderr
+        assert f"could not ask {library}: not installed" in doctor.stderr, doctor.stderr

@@ -810,7 +810,7 @@ def test_corrupt_cache_object_is_fetched_again(mirror: Mirror, tmp_path: Path) -
     asset = make_asset(data, mirror.url("/f.bin"))
     fetch_assets([asset], tmp_path / "one", opts(tmp_path))
     obj = tmp_path / f"cache/objects/{asset.sha256}"
-    obj.unlink()  # the dest holds a hard link; corrupt only the cache's copy
+    obj.unlink()  # corrupt only the cache's copy
     obj.write_bytes(b"X" * len(data))
     (record,) = fetch_assets([asset], tmp_path / "two", opts(tmp_path))
     assert not record.cached
@@ -943,3 +943,62 @@ def test_progress_sees_failures(mirror: Mirror, tmp_path: Path) -> None:
         fetch_assets([make_asset(b"x", mirror.url("/nope"))], tmp_path / "dest", opts(tmp_path), sink)
     assert sink.events[-1][:2] == ("failed", "blob")
     assert "HTTP 404" in sink.events[-1][2]
+
+
+# -- issue 37: a wrong sha256 costs one download; dests never share a file ------------------------------
+
+
+@pytest.mark.parametrize("ranges", [True, False], ids=["ranged", "plain-200"])
+def test_a_whole_file_failing_its_sha256_is_fetched_once_and_kept(tmp_path: Path, ranges: bool) -> None:
+    """The manifest's sha256 is out of date: one download, both hashes, and the fix costs none.
+
+    A source that ignores ranges gives the length by its Content-Length alone: one more request,
+    whose body is never read, confirms it (the issue's case downloaded the whole file twice).
+    """
+    served = blob(2 * MIB, b"what the server has now")
+    wanted = hashlib.sha256(b"what the manifest was written for").hexdigest()
+    actual = hashlib.sha256(served).hexdigest()
+    # A link of 16 MiB/s, not loopback's: a body never read then stops where the connection is closed.
+    with Mirror({"/f.bin": served}, ranges=ranges, rate=16 * MIB) as mirror:
+        stale = Asset("blob", "data/blob.bin", wanted, (mirror.url("/f.bin"),), None)
+        with pytest.raises(FetchFailed) as failed:
+            fetch_assets([stale], tmp_path / "dest", opts(tmp_path))
+        if ranges:
+            assert mirror.requests["/f.bin"] == 1 and mirror.bytes_sent["/f.bin"] == len(served)
+        else:  # the confirmation's body is never read: it stops as soon as the connection is closed
+            assert mirror.requests["/f.bin"] == 2 and mirror.bytes_sent["/f.bin"] < 1.25 * len(served)
+        requests = mirror.requests["/f.bin"]
+        message = str(failed.value)
+        assert f"expected {wanted}, got {actual}" in message, message
+        assert f'set sha256 = "{actual}" in the manifest' in message, message
+        fixed = Asset("blob", "data/blob.bin", actual, (mirror.url("/f.bin"),), None)
+        (record,) = fetch_assets([fixed], tmp_path / "dest", opts(tmp_path))
+        assert record.cached and mirror.requests["/f.bin"] == requests  # corrected: no download at all
+    assert (tmp_path / "dest/data/blob.bin").read_bytes() == served
+
+
+def test_a_content_length_that_cut_the_body_is_contradicted_and_fetched_again(
+    tmp_path: Path, clean_net_env: None
+) -> None:
+    """A short Content-Length made a cut body look whole; asked once more, the source says otherwise."""
+    data = blob(300 * KIB)
+    with Mirror({"/f.bin": data}, ranges=False) as mirror:
+        mirror.script("/f.bin", length_lie(-1000))
+        record = fetch_one(make_asset(data, mirror.url("/f.bin"), size=False), tmp_path)
+        assert mirror.requests["/f.bin"] == 3  # the cut body, the confirmation that contradicts it, the file
+    assert (tmp_path / "dest/data/blob.bin").read_bytes() == data
+    assert record.attempts == 2
+
+
+def test_two_dests_never_share_a_file(mirror: Mirror, tmp_path: Path) -> None:
+    data = blob(64 * KIB)
+    mirror.add("/f.bin", data)
+    asset = make_asset(data, mirror.url("/f.bin"))
+    for dest in ("one", "two"):
+        fetch_assets([asset], tmp_path / dest, opts(tmp_path))
+    one, two = tmp_path / "one/data/blob.bin", tmp_path / "two/data/blob.bin"
+    obj = tmp_path / "cache/objects" / asset.sha256
+    assert len({os.stat(p).st_ino for p in (one, two, obj)}) == 3
+    with open(one, "r+b") as f:  # an edit in place, as root makes it whatever the mode
+        f.write(b"edited")
+    assert two.read_bytes() == data and obj.read_bytes() == data

@@ -355,3 +355,84 @@ def test_a_declared_consumer_file_is_named_with_the_add_line(tmp_path: Path) -> 
     assert "`bake add URL --path whisper/base.pt`" in proc.stderr
     assert manifest.read_text() == before
     assert "nothing new to pin" in proc.stdout
+
+
+# -- without the libraries (issue 37): every file gets a line; a partial is one; --diff reads the lock ----
+
+PARTIAL = f"{sha1_name(VOCAB_URL)}.0b9e2c4e-3f6a-4d2b-9c1e-5a7f8d6e4b3a.tmp"
+
+
+def bare_harvest(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``bake harvest`` where no library is installed: Python without its site-packages."""
+    from tests.runners import cli_env
+
+    return subprocess.run([sys.executable, "-S", "-m", "bake", "harvest", *map(str, args)], env=cli_env(),
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+
+def not_pinned(proc: subprocess.CompletedProcess[str], name: str) -> str:
+    (line,) = [
+        line for line in proc.stderr.splitlines() if line.startswith("bake: not pinned:") and name in line
+    ]
+    return line
+
+
+@pytest.mark.parametrize("layout", ["the directory itself", "a TMPDIR holding tiktoken-rs-cache"])
+def test_a_tiktoken_cache_without_tiktoken_gets_a_line_per_file(tmp_path: Path, layout: str) -> None:
+    cache = tmp_path / "tmp" / "tiktoken-rs-cache"
+    cache.mkdir(parents=True)
+    (cache / sha1_name(VOCAB_URL)).write_bytes(VOCAB)
+    (cache / PARTIAL).write_bytes(VOCAB[:5])
+    proc = bare_harvest(cache if layout == "the directory itself" else tmp_path / "tmp",
+                        "--manifest", tmp_path / "assets.toml")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "no cache of any consumer" not in proc.stderr, proc.stderr
+    whole = not_pinned(proc, sha1_name(VOCAB_URL) + ":")
+    assert "tiktoken is not installed here" in whole and f"--path tiktoken/{sha1_name(VOCAB_URL)}`" in whole
+    partial = not_pinned(proc, PARTIAL)
+    assert "a partial download" in partial and "bake add" not in partial, partial
+    assert not (tmp_path / "assets.toml").exists()
+
+
+def test_a_partial_vocab_is_named_as_one_with_tiktoken_installed(tmp_path: Path) -> None:
+    (tmp_path / "tiktoken-rs-cache").mkdir()
+    (tmp_path / "tiktoken-rs-cache" / PARTIAL).write_bytes(VOCAB[:5])
+    manifest = tmp_path / "assets.toml"
+    known_vocab(manifest)
+    proc = harvest(tmp_path / "tiktoken-rs-cache", "--manifest", manifest)
+    partial = not_pinned(proc, PARTIAL)
+    assert "a partial download" in partial and "bake add" not in partial, partial
+
+
+@pytest.mark.parametrize("library", ["without s3tokenizer", "with s3tokenizer's table rejecting it"])
+def test_diff_counts_a_file_the_lock_holds_as_baked(tmp_path: Path, library: str) -> None:
+    """The lock holds the checkpoint's path and sha256: baked, whether or not harvest could pin it."""
+    src = tmp_path / "ckpt.onnx"
+    src.write_bytes(CHECKPOINT)
+    manifest = tmp_path / "assets.toml"
+    manifest.write_text(
+        '[[asset]]\nname = "speech_tokenizer_v3_25hz"\npath = "s3tokenizer/speech_tokenizer_v3_25hz.onnx"\n'
+        f'sha256 = "{hashlib.sha256(CHECKPOINT).hexdigest()}"\nurls = ["{src.as_uri()}"]\n'
+    )
+    root = tmp_path / "root"
+    for command in ("fetch", "seal"):
+        proc = bake(
+            command,
+            "--manifest",
+            manifest,
+            "--dest",
+            root,
+            *(("--cache-dir", tmp_path / "c") if command == "fetch" else ()),
+        )
+        assert proc.returncode == 0, proc.stderr
+    xdg = tmp_path / "xdg"
+    (xdg / "s3tokenizer").mkdir(parents=True)
+    (xdg / "s3tokenizer" / "speech_tokenizer_v3_25hz.onnx").write_bytes(CHECKPOINT)
+    run = bare_harvest if library == "without s3tokenizer" else harvest
+    proc = run("--diff", root, xdg)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "has everything the caches hold" in proc.stdout, proc.stdout
+    (xdg / "s3tokenizer" / "speech_tokenizer_v3_25hz.onnx").write_bytes(CHECKPOINT + b"changed")
+    proc = run("--diff", root, xdg)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "speech_tokenizer_v3_25hz.onnx" in proc.stderr

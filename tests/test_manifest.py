@@ -112,6 +112,16 @@ def test_uppercase_sha_is_normalised() -> None:
         pytest.param("", "no [[asset]] tables", id="empty"),
         pytest.param("[asset]\nname = 1\n", "not [asset]", id="asset-not-array"),
         pytest.param("colour = 1\n" + entry(), "unknown top-level", id="top-level-key"),
+        pytest.param(entry(grops=["vllm"]), "grops (did you mean groups?)", id="misspelt-key"),
+        pytest.param(entry(sha265=SHA, sha256=None), "sha265 (did you mean sha256?)", id="misspelt-sha256"),
+        pytest.param(
+            entry().replace("[[asset]]", "[[assets]]"), "assets (did you mean asset?)", id="misspelt-table"
+        ),
+        pytest.param(
+            '[[consumer]]\nname = "w"\nlocation = ["$W"]\n' + entry(),
+            "location (did you mean locations?)",
+            id="misspelt-consumer-key",
+        ),
     ],
 )
 def test_bad_manifest_is_refused_naming_the_asset(text: str, needle: str) -> None:
@@ -263,8 +273,9 @@ def test_declared_consumer_owns_nested_paths() -> None:
         "s3tokenizer",
         "tiktoken",
         "hub",
+        "vllm_public_assets",
         "nltk",
-    ]  # the Hub is a built-in entry
+    ]  # the Hub and vLLM's public assets are built-in entries
     owner = [c for c in assets.consumers() if c.owns(assets[0].path)]
     assert [c.name for c in owner] == ["nltk"]
 

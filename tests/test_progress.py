@@ -104,6 +104,41 @@ class Tty(io.StringIO):
         return True
 
 
+def test_log_progress_rate_leaves_out_a_resumed_partial() -> None:
+    out, clock = io.StringIO(), FakeClock()
+    sink = LogProgress(out, every=5.0, clock=clock)
+    sink.start(ASSET, 100 * MIB)
+    sink.resumed(ASSET, 50 * MIB)  # an earlier run's bytes, on disk before this run began
+    clock.now += 5
+    sink.advance(ASSET, 10 * MIB)
+    assert out.getvalue() == "vocab: 60.0/100.0 MiB, 2.0 MiB/s, ETA 20 s\n"
+
+
+def test_terminal_line_shows_share_rate_and_eta_without_resumed_bytes() -> None:
+    out, clock = Tty(), FakeClock()
+    sink = TtyProgress(out, every=0.25, clock=clock)
+    sink.start(ASSET, 100 * MIB)
+    sink.resumed(ASSET, 50 * MIB)
+    clock.now += 5
+    sink.advance(ASSET, 10 * MIB)
+    last = out.getvalue().split("\r")[-1].strip()
+    assert last == "vocab: 60.0/100.0 MiB 60%, 2.0 MiB/s, ETA 20 s", out.getvalue()
+
+
+def test_tqdm_bar_starts_at_the_resumed_bytes_and_leaves_them_out_of_its_rate() -> None:
+    tqdm = pytest.importorskip("tqdm").tqdm
+    out = Tty()
+    sink = TqdmProgress(out, tqdm)
+    sink.start(ASSET, 100 * MIB)
+    sink.resumed(ASSET, 50 * MIB)
+    bar = sink._bars[ASSET.name]
+    info = bar.format_dict
+    assert (info["n"], info["initial"]) == (50 * MIB, 50 * MIB)  # tqdm's rate is (n - initial) / elapsed
+    sink.advance(ASSET, 10 * MIB)
+    assert bar.format_dict["n"] == 60 * MIB
+    sink.done(record())
+
+
 def test_make_progress_uses_tqdm_on_a_terminal() -> None:
     pytest.importorskip("tqdm")
     assert isinstance(make_progress(Tty()), TqdmProgress)

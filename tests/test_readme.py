@@ -3,8 +3,10 @@
 A ``sh`` block of the README whose first line is a comment saying "needs the real origins" is
 checked as far as this machine allows: each ``bake`` command parses with bake's own parser, each
 ``docker buildx bake`` command resolves (``--print``) against this checkout, each script exists
-and parses. Every other block runs, line by line, in a copy of the checkout with a fresh venv on
-PATH: what a new user types is what the test types.
+and parses. A block marked "as root" installs what Debian lacks; tests/image/test_install.py runs
+it, and the Install block after it, on fresh Debian 12 and 13 roots. Every other block runs whole,
+as one script, in a copy of the checkout with nothing but the system's python3 on PATH: each
+block makes its own fresh venv, as a new user does, so what a new user types is what the test types.
 """
 
 from __future__ import annotations
@@ -22,33 +24,12 @@ import pytest
 from bake.cli import build_parser
 from bake.errors import UsageError
 from tests.image import fail_or_skip
-from tests.runners import REPO, git
+from tests.readme import AS_ROOT, MARK, blocks, commands, copy_checkout, install_blocks, marked
+from tests.runners import REPO
 
-MARK = "needs the real origins"
-
-
-def _blocks() -> list[list[str]]:
-    """The README's ``sh`` blocks, each as its lines with continuations joined."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    blocks = []
-    for body in re.findall(r"^```sh\n(.*?)^```", text, re.DOTALL | re.MULTILINE):
-        blocks.append(body.replace("\\\n", " ").splitlines())
-    return blocks
-
-
-def _commands(lines: list[str]) -> list[str]:
-    """The commands of a block: comment lines and trailing comments dropped."""
-    found = []
-    for line in lines:
-        command = line.split(" #", 1)[0].strip() if not line.lstrip().startswith("#") else ""
-        if command:
-            found.append(command)
-    return found
-
-
-BLOCKS = _blocks()
-MARKED = [c for b in BLOCKS if b and b[0].startswith("#") and MARK in b[0] for c in _commands(b)]
-RUNNABLE = [_commands(b) for b in BLOCKS if not (b and b[0].startswith("#") and MARK in b[0])]
+BLOCKS = blocks()
+MARKED = [c for b in BLOCKS if marked(b, MARK) for c in commands(b)]
+RUNNABLE = [b for b in BLOCKS if not marked(b, MARK) and not marked(b, AS_ROOT)]
 
 
 def test_the_readme_shows_commands_of_both_kinds() -> None:
@@ -84,6 +65,16 @@ def test_scripts_test_sh_is_what_ci_runs() -> None:
     assert "exec scripts/test.sh" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
 
 
+def test_the_install_is_venv_first_and_pypi_comes_after_the_first_release() -> None:
+    root, user = install_blocks()
+    assert "python3-venv" in root and commands(user)[0].startswith("python3 -m venv "), user
+    assert not any(c.startswith(("pip install", "sudo pip")) for c in commands(root)), root
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    for paragraph in re.split(r"\n\s*\n", text):
+        if re.search(r"install bake-assets\b", paragraph):  # from PyPI: never as what works today
+            assert paragraph.startswith("After the first release"), paragraph
+
+
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """bake's wheel, built once from this checkout, as the README's Install builds it."""
@@ -102,29 +93,29 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def checkout(tmp_path: Path, wheel: Path) -> Path:
     """A copy of this checkout's tracked files, as a user's clone has them, with the wheel Install
     builds in dist/ (blocks after Install start from it)."""
-    copy = tmp_path / "checkout"
-    for name in git(REPO, "ls-files", "-z").decode().split("\0"):
-        source = REPO / name
-        if name and (source.is_file() or source.is_symlink()):
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, copy / name, follow_symlinks=False)
+    copy = copy_checkout(tmp_path / "checkout")
     (copy / "dist").mkdir(exist_ok=True)
     shutil.copy2(wheel, copy / "dist" / wheel.name)
     return copy
 
 
+def _id(block: str) -> str:
+    return commands(block)[0].split(" &&")[0][:40]
+
+
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("block", RUNNABLE, ids=[b[0].split()[0] + "…" for b in RUNNABLE])
-def test_an_unmarked_block_runs_as_written(block: list[str], checkout: Path, tmp_path: Path) -> None:
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+@pytest.mark.parametrize("block", RUNNABLE, ids=[_id(b) for b in RUNNABLE])
+def test_an_unmarked_block_runs_as_written(block: str, checkout: Path, tmp_path: Path) -> None:
+    """The whole block, as one ``sh -e`` script (a line's variables and venv reach the next), with only
+    the system's python3 on PATH: the block's own venv is the one it uses."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin"
-    for command in block:
-        proc = subprocess.run(
-            ["sh", "-ec", command], cwd=checkout, env=env, capture_output=True, text=True, timeout=600
-        )
-        assert proc.returncode == 0, f"README: {command!r} exited {proc.returncode}:\n{proc.stderr[-3000:]}"
+    env.update(PATH=f"/usr/bin{os.pathsep}/bin", HOME=str(tmp_path / "home"))
+    proc = subprocess.run(
+        ["sh", "-ec", block], cwd=checkout, env=env, capture_output=True, text=True, timeout=800
+    )
+    assert proc.returncode == 0, f"README block exited {proc.returncode}:\n{block}\n{proc.stderr[-3000:]}"
+    if "--print-env" in block:  # the walk-through: its last line shows the served file
+        assert proc.stdout.endswith("a stand-in model\n"), proc.stdout[-2000:]
 
 
 def _exit_code_rows() -> list[tuple[str, tuple[int, ...]]]:

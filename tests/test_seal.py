@@ -245,6 +245,7 @@ def test_tests_image_manifest_serve_records() -> None:
 
 V3, V2 = "speech_tokenizer_v3_25hz.onnx", "speech_tokenizer_v2_25hz.onnx"
 O200K, CL100K = VOCAB_NAME, "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"
+JPG, OGG = "stop_sign.jpg", "winning_call.ogg"
 IMAGE_ASSETS = manifest.load_manifest(REPO / "tests/image/assets.toml")
 IMAGE_SHA = {a.path: a.sha256 for a in IMAGE_ASSETS}
 
@@ -259,6 +260,10 @@ IMAGE_SERVE = expected_serve(
         "loc\ts3tokenizer.0\ts3tokenizer\tunder\tXDG_CACHE_HOME\ts3tokenizer\t$HOME/.cache",
         "loc\ttiktoken.0\ttiktoken\texport\tTIKTOKEN_RS_CACHE_DIR\t\t",
         "loc\ttiktoken.1\ttiktoken\texport\tTIKTOKEN_CACHE_DIR\t\t",
+        # vLLM's chain: its XDG fallback first (serving nothing itself), then VLLM_ASSETS_CACHE.
+        "loc\tvllm_public_assets.xdg\t-\tunder\tXDG_CACHE_HOME\tvllm/assets\t$HOME/.cache",
+        "loc\tvllm_public_assets.0\tvllm_public_assets\tunder\tVLLM_ASSETS_CACHE\tvllm_public_assets"
+        "\t@vllm_public_assets.xdg",
     ],
     {
         "nltk": (
@@ -288,6 +293,16 @@ IMAGE_SERVE = expected_serve(
                 f"place\ttiktoken\tlink\ttiktoken/{CL100K}\t{CL100K}",
                 f"place\ttiktoken\tlink\ttiktoken/{O200K}\t{O200K}",
                 *image_files("tiktoken", {CL100K: 1681126, O200K: 3613922}),
+            ],
+        ),
+        "vllm_public_assets": (
+            49152 + 32768,
+            f"vllm_public_assets/{JPG}, vllm_public_assets/{OGG}",
+            [
+                "dir\tvllm_public_assets\tboth\t.",
+                f"place\tvllm_public_assets\tlink\tvllm_public_assets/{JPG}\t{JPG}",
+                f"place\tvllm_public_assets\tlink\tvllm_public_assets/{OGG}\t{OGG}",
+                *image_files("vllm_public_assets", {JPG: 49152, OGG: 32768}),
             ],
         ),
     },

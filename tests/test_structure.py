@@ -48,7 +48,12 @@ LAYERS = {
         "bake.attestation",
     ],
     "the Hub's table and cache layout": ["bake.hub.schema", "bake.hub.layout", "bake.hub.scan"],
-    "the manifest and the consumer table": ["bake.locations", "bake.consumers", "bake.manifest"],
+    "the manifest and the consumer table": [
+        "bake.locations",
+        "bake.vllm_assets",
+        "bake.consumers",
+        "bake.manifest",
+    ],
     "the cache and the fetch engine": [
         "bake.cache",
         "bake.fetch.options",
@@ -71,6 +76,7 @@ LAYERS = {
         "bake.fetch",
     ],
     "the destination: its index, the seal, verification": ["bake.index", "bake.seal", "bake.verify"],
+    "the JSON report of fetch, verify, doctor and harvest --diff": ["bake.report"],
     "the commands: editing a manifest (bake add, a file or a Hub repository)": [
         "bake.manifestedit",
         "bake.add",
@@ -111,7 +117,7 @@ LAYERS = {
         "bake.harvest.diff",
         "bake.harvest.command",
     ],
-    "the command line": ["bake.cli", "bake.__main__"],
+    "the command line": ["bake.usage", "bake.cli", "bake.__main__"],
 }
 ORDER = [module for layer in LAYERS.values() for module in layer]
 

@@ -13,6 +13,7 @@ pytestmark = pytest.mark.docker
 REGISTRY = os.environ.get("BAKE_REGISTRY", "127.0.0.1:5000")
 BASE = os.environ.get("BAKE_STANDIN_BASE", "local/rocm-standin:bookworm")
 BASE_ALT = os.environ.get("BAKE_STANDIN_BASE_ALT", "local/rocm-standin:bookworm-slim")
+BASE_TRIXIE = os.environ.get("BAKE_STANDIN_TRIXIE", "local/rocm-standin:trixie")
 # The registry must answer on loopback even if the environment has a proxy.
 _LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -76,8 +77,8 @@ def test_registry_answers_on_loopback() -> None:
 
 @pytest.mark.parametrize(
     ("image", "has_pip"),
-    [(BASE, True), (BASE_ALT, False)],
-    ids=["bookworm", "bookworm-slim"],
+    [(BASE, True), (BASE_ALT, False), (BASE_TRIXIE, False)],
+    ids=["bookworm", "bookworm-slim", "trixie"],
 )
 def test_standin_runs_python_offline(engine: docker.DockerClient, image: str, has_pip: bool) -> None:
     probe = "import sys, importlib.util as u; print(*sys.version_info[:2], u.find_spec('pip') is not None)"

@@ -64,12 +64,13 @@ def derive_path(url: str, table: Sequence[consumers.Consumer]) -> str:
     )
 
 
-def derive_name(url: str, path: str) -> str:
-    """A name for the entry: the path's file stem (a model name), or the URL's for a SHA-1 cache name."""
+def derive_name(url: str, path: str, *, keep_suffix: bool = False) -> str:
+    """A name for the entry: the path's file stem (a model name), or the URL's for a SHA-1 cache name;
+    with ``keep_suffix`` (the owning consumer's ``names_keep_suffix``), the path's whole file name."""
     leaf = PurePosixPath(path).name
     stem = PurePosixPath(urlsplit(url).path).name.split(".")[0]
     # A SHA-1 cache name says nothing to a reader; the URL's file name does.
-    candidate = stem if GIT_SHA1_HEX.fullmatch(leaf) else PurePosixPath(leaf).stem
+    candidate = stem if GIT_SHA1_HEX.fullmatch(leaf) else leaf if keep_suffix else PurePosixPath(leaf).stem
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", candidate).strip("-.")
     if not name:
         raise UsageError(f"{redact_url(url)}: cannot derive a name from it; pass --name")
@@ -179,13 +180,15 @@ def add(
     check_url(url, allow_http=options.allow_http, where="bake add")
     written = without_credentials(url)
     path = path or derive_path(written, table)
-    name = name or derive_name(written, path)
+    owner = consumers.owner(path, table)
+    name = name or derive_name(written, path, keep_suffix=bool(owner and owner.names_keep_suffix))
     _check_unused(assets, manifest_path, name, path)
     # The entry's rules (path, name, groups) are checked before any byte is fetched.
     draft = Asset(name, path, str(bare_sha256(sha256 or "0" * 64)), (written,), None, tuple(groups))
     manifest.parse_manifest(
         manifestedit.appended(text, render_entry(draft)), source=str(manifest_path), allow_http=True
     )
+    manifestedit.check_writable(manifest_path)
     digest, size = _fetch_unknown(url, written, name, options, progress)
     if sha256 is not None and digest != draft.sha256:
         raise FetchError(
@@ -238,6 +241,8 @@ def fill_size(
     """
     _, assets = _read(manifest_path, options.allow_http)
     asset = _named(assets, manifest_path, name)
+    if asset.size is None:
+        manifestedit.check_writable(manifest_path)
     size = _fetch_known(asset, options, progress)
     if asset.size is not None:
         return asset

@@ -49,6 +49,8 @@ def check_size(asset: Asset, url: str, total: int, *, retryable: bool = True) ->
     if asset.size is not None and total != asset.size:
         raise SizeMismatch(
             f"{redact_url(url)} serves {total} bytes; the manifest says size = {asset.size}",
+            expected=asset.size,
+            seen=total,
             retryable=retryable,
         )
 
@@ -97,11 +99,15 @@ class Attempt:
         self.session = session
         self.hooks = hooks
         self.unsized = False  # the body had no length to check, so an early close looked like its end
-        self.encoding: str | None = None  # a Content-Encoding the server applied although asked not to
         self.unvouched = False  # the length came from one Content-Length alone, which nothing confirmed
+        self.encoding: str | None = None  # a Content-Encoding the server applied although asked not to
 
     def run(self) -> None:
         raise NotImplementedError
+
+    def confirms_length(self, length: int) -> bool:
+        """Does the source, asked once more, say the file is ``length`` bytes? (An unvouched length only.)"""
+        return True
 
 
 class HttpAttempt(Attempt):
@@ -162,6 +168,28 @@ class HttpAttempt(Attempt):
             if watchdog is not None:
                 watchdog.cancel()
             client.close()
+            self.session.unregister(transfer)
+
+    def confirms_length(self, length: int) -> bool:
+        """Ask for the byte past ``length``, reading no body: does the source say the file has that length?
+
+        A 416 whose Content-Range names that size says so, and so does a 200 (a source that ignores
+        ranges) whose Content-Length is it: a second answer agreeing with the first. A body whose
+        length only one Content-Length gave may have been cut short by a wrong one; then the source
+        answers otherwise (a 206 with the rest), and the file did not come whole. A failure is no answer.
+        """
+        transfer = Transfer(self.partial, lambda nbytes: None)
+        self.session.register(transfer)
+        client = self.client(transfer)
+        try:
+            resp, _ = client.request(self.source, self.source.http_url, {"Range": f"bytes={length}-"})
+            if resp.status == 416:
+                return parse_content_range(resp.getheader("Content-Range"))[2] == length
+            return resp.status == 200 and resp.length == length
+        except (DownloadError, Aborted, OSError, ValueError):
+            return False
+        finally:
+            client.close()  # the body, if any, is never read
             self.session.unregister(transfer)
 
     def _probe(

@@ -1,6 +1,9 @@
 """Putting a verified cache object at its destination: a staging file next to the target, fsync, rename.
 
-Same filesystem: a hard link, which costs no copy. Otherwise an in-kernel copy. A target's
+Each destination gets a file of its own, never a hard link to the cache's object: an edit in one
+``--dest`` must never show in another, nor in the cache (root ignores a read-only mode, so only
+separate files keep them apart). Where the filesystem shares extents (a reflink: btrfs, XFS) the
+copy costs no space; elsewhere it is an in-kernel copy. A target's
 directories are made only when its file is ready to go in, and a run that fails takes back
 the ones it made that stayed empty, so a failed fetch leaves ``--dest`` as it found it.
 """
@@ -8,6 +11,7 @@ the ones it made that stayed empty, so a failed fetch leaves ``--dest`` as it fo
 from __future__ import annotations
 
 import errno
+import fcntl
 import logging
 import os
 import stat
@@ -22,7 +26,10 @@ from bake.hashes import file_matches
 
 log = logging.getLogger(__name__)
 
-_NO_LINK = (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.EACCES)  # then copy
+# ioctl(FICLONE) from <linux/fs.h>: the destination shares the source's extents, copy-on-write.
+_FICLONE = 0x40049409
+# What a filesystem or a pair of them answers when it cannot clone: then the bytes are copied.
+_NO_CLONE = (errno.EXDEV, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOTTY, errno.EPERM, errno.ENOSYS)
 
 
 class DestDirs:
@@ -156,7 +163,7 @@ def install(obj: Path, target: Path, asset: Asset, dirs: DestDirs, *, verify: bo
             ),
             atomic.staged(target) as staging,
         ):
-            _link_or_copy(obj, staging)
+            _copy(obj, staging)
             if verify and not file_matches(staging, asset.sha256):
                 return False
             atomic.commit(staging, target)
@@ -168,17 +175,18 @@ def install(obj: Path, target: Path, asset: Asset, dirs: DestDirs, *, verify: bo
         ) from None
 
 
-def _link_or_copy(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)
-        return
-    except OSError as exc:
-        if exc.errno not in _NO_LINK:
-            raise
+def _copy(src: Path, dst: Path) -> None:
+    """Make ``dst`` a new file of ``src``'s bytes: a clone where the filesystem can, else a copy."""
     with open(src, "rb") as fin:
         size = os.fstat(fin.fileno()).st_size
         fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
+            try:
+                fcntl.ioctl(fd, _FICLONE, fin.fileno())
+                return
+            except OSError as exc:
+                if exc.errno not in _NO_CLONE:
+                    raise
             if size:
                 os.posix_fallocate(fd, 0, size)  # ENOSPC now, not half-way through
             offset = 0

@@ -28,6 +28,7 @@ from bake.fetch.failures import (
     DiskBound,
     GaveUp,
     SizeMismatch,
+    SourcesFailed,
     Unusable,
 )
 from bake.fetch.local import FileAttempt
@@ -280,7 +281,7 @@ class AssetJob:
             self.progress.start(self.asset, total)
             resumed = self.partial.written_total()
             if resumed:
-                self.progress.advance(self.asset, resumed)
+                self.progress.resumed(self.asset, resumed)
 
 
 class SourceRun:
@@ -342,31 +343,44 @@ class SourceRun:
             self.connections = 1
 
     def mismatched(self, exc: ChecksumMismatch, attempt: Attempt) -> None:
-        """After a sha256 mismatch: return when one clean try from zero is due; else raise, saying why."""
+        """After a sha256 mismatch: return when one clean try from zero is due; else raise, saying why.
+
+        A file that came whole from this source in this run is not fetched from it again (the same
+        bytes would come): its bytes stay in the cache under their own sha256, and the error says so.
+        Whole means its length was vouched for (the manifest's size, a Content-Range), or, when one
+        Content-Length alone gave it, the source confirms it when asked once more (no body read).
+        """
         resumed = not self.partial.from_zero
-        self.partial.discard()
         if attempt.encoding:
+            self.partial.discard()
             raise DownloadError(f"{exc}; {encoding_note(attempt.encoding)}", retryable=False) from None
-        if (resumed or attempt.unvouched) and not self.fresh_retry:
-            # Resumed bytes may be what is wrong (an earlier source, a power loss), or a length
-            # nothing confirmed may have cut the body short: one clean try from zero.
-            why = "resumed download" if resumed else "download whose length only its Content-Length gave"
-            log.warning("%s: %s did not verify; fetching it again from zero", self.asset_name, why)
+        size = self.partial.state.size
+        if not self.fresh_retry and (resumed or (attempt.unvouched and not attempt.confirms_length(size))):
+            # Resumed bytes (an earlier run's, an earlier source's, a power loss) may be what is wrong;
+            # or a length only one Content-Length gave, which the source now contradicts, cut the body.
+            why = "resumed download" if resumed else "download whose length the source now contradicts"
+            self.partial.discard()
+            log.warning("%s: a %s did not verify; fetching it again from zero", self.asset_name, why)
             self.fresh_retry = True
             return
         if self.change:
+            self.partial.discard()
             raise DownloadError(
                 f"{exc}; the file at this URL changed during the download ({self.change}), so the manifest "
                 "may name an earlier version: compare its sha256 with what the server serves now",
                 retryable=False,
             ) from None
-        if attempt.unsized:  # most likely cut short, not wrong: worth another attempt
+        if attempt.unsized:  # no length to check: most likely cut short, not wrong; worth another attempt
+            self.partial.discard()
             raise DownloadError(
                 f"{exc}; the body had no Content-Length and the manifest no size, "
                 "so it may have been cut short",
                 retryable=True,
             ) from None
-        raise exc
+        self.partial.keep(exc.actual)
+        raise ChecksumMismatch(
+            exc.expected, exc.actual, exc.source, asset=exc.asset, kept_size=size
+        ) from None
 
 
 def _no_progress(n: int) -> None:
@@ -398,8 +412,8 @@ def fetch_failure(asset: Asset, errors: list[tuple[str, DownloadError]], *, know
     advice = dict.fromkeys(_advice(url, exc, known) for url, exc in errors)
     todo = "\n".join(f"    - {line}" for line in advice)
     what = f"asset {asset.name!r} ({asset.path}, sha256 {asset.sha256})" if known else f"{asset.name!r}"
-    return FetchError(
-        f"{what} could not be fetched; tried {len(errors)} source(s):\n{tried}\n  what to do:\n{todo}"
+    return SourcesFailed(
+        f"{what} could not be fetched; tried {len(errors)} source(s):\n{tried}\n  what to do:\n{todo}", errors
     )
 
 
@@ -418,6 +432,12 @@ def _advice(url: str, exc: DownloadError, known: bool) -> str:
     copy = "a copy with this sha256" if known else "a copy of the file"
     if isinstance(exc, Unusable):
         return exc.advice
+    if getattr(exc, "kept_size", None) is not None:  # a whole file, other bytes: which side is wrong?
+        return (
+            f'if the file changed upstream on purpose, check it, then set sha256 = "{exc.actual}" in the '
+            "manifest: the next fetch installs the kept bytes with no download; otherwise fix the "
+            "source, or remove it from the entry's urls"
+        )
     if isinstance(getattr(exc, "cause", exc), SizeMismatch):
         return (
             "if this source serves the right file, correct size (and sha256) of the entry in the manifest "

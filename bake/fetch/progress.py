@@ -39,7 +39,14 @@ class Progress:
         """A network transfer of ``asset`` begins; ``total`` is its size when known."""
 
     def advance(self, asset: Asset, nbytes: int) -> None:
-        """``nbytes`` more bytes of ``asset`` are on disk (also called once with the resumed amount)."""
+        """``nbytes`` more bytes of ``asset`` are on disk."""
+
+    def resumed(self, asset: Asset, nbytes: int) -> None:
+        """Right after ``start``: ``nbytes`` of ``asset`` were on disk already, from an earlier run.
+
+        They count toward its progress, never toward its rate. By default they are an ``advance``.
+        """
+        self.advance(asset, nbytes)
 
     def done(self, record: FetchRecord) -> None:
         """``record``'s asset is verified and installed."""
@@ -63,6 +70,7 @@ class _Tally:
     received: int = 0
     line_time: float = 0.0
     line_received: int = 0
+    reused: int = 0  # bytes an earlier run left (a resumed partial): in the progress, not in the rate
 
 
 class _Tallies(Progress):
@@ -82,6 +90,13 @@ class _Tallies(Progress):
 
     def _started(self) -> None:
         """Called under the lock once an asset's tally exists."""
+
+    def resumed(self, asset: Asset, nbytes: int) -> None:
+        with self._lock:
+            tally = self._count(asset, nbytes)
+            if tally is not None:
+                tally.reused += nbytes
+                tally.line_received += nbytes  # the first rate counts only what this run moves
 
     def _count(self, asset: Asset, nbytes: int) -> _Tally | None:
         """Add ``nbytes`` to the asset's tally (the caller holds the lock); None if it has none."""
@@ -133,7 +148,8 @@ class LogProgress(_Tallies):
 
 
 class TtyProgress(_Tallies):
-    """One terminal line, redrawn at most every ``every`` seconds: each asset in flight and its bytes.
+    """One terminal line, redrawn at most every ``every`` seconds: each asset in flight, its bytes, the
+    share done, its rate (this run's bytes only, never a resumed partial's) and the time left.
 
     For a terminal without tqdm. Final lines are printed above it.
     """
@@ -168,16 +184,24 @@ class TtyProgress(_Tallies):
 
     def _draw(self) -> None:
         now = self.clock()
-        parts = []
-        for name, tally in self._assets.items():
-            elapsed = max(now - tally.line_time, 1e-6)
-            part = f"{name}: {tally.received / MIB:.1f}"
-            part += f"/{tally.total / MIB:.1f} MiB" if tally.total else " MiB"
-            parts.append(part + f", {tally.received / elapsed / MIB:.1f} MiB/s")
-        line = " · ".join(parts)
+        line = " · ".join(_shown(name, tally, now) for name, tally in self._assets.items())
         self.stream.write("\r" + line + " " * max(self._width - len(line), 0))
         self.stream.flush()
         self._width, self._drawn = len(line), now
+
+
+def _shown(name: str, tally: _Tally, now: float) -> str:
+    """``name: 60.0/100.0 MiB 60%, 2.0 MiB/s, ETA 20 s``; without a total, bytes and rate alone."""
+    rate = (tally.received - tally.reused) / max(now - tally.line_time, 1e-6)
+    if not tally.total:
+        return f"{name}: {tally.received / MIB:.1f} MiB, {rate / MIB:.1f} MiB/s"
+    left = max(tally.total - tally.received, 0)
+    eta = f"{left / rate:.0f} s" if rate > 0 else "unknown"
+    share = 100 * tally.received // tally.total
+    return (
+        f"{name}: {tally.received / MIB:.1f}/{tally.total / MIB:.1f} MiB {share}%, "
+        f"{rate / MIB:.1f} MiB/s, ETA {eta}"
+    )
 
 
 class TqdmProgress(Progress):
@@ -208,6 +232,14 @@ class TqdmProgress(Progress):
             bar = self._bars.get(asset.name)
             if bar is not None:
                 bar.update(nbytes)
+
+    def resumed(self, asset: Asset, nbytes: int) -> None:
+        """The bar starts at the resumed bytes as its ``initial`` count: tqdm's rate leaves them out."""
+        with self._lock:
+            bar = self._bars.get(asset.name)
+            if bar is not None:
+                bar.initial = bar.n = bar.last_print_n = nbytes
+                bar.refresh()
 
     def done(self, record: FetchRecord) -> None:
         self._close(record.name)

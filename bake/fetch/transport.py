@@ -58,6 +58,8 @@ _TLS_OTHER = "the server's certificate is refused; fix it on the server, or use 
 class _HttpStatus(DownloadError):
     """A source answered with an error status."""
 
+    kind = "http-status"
+
     def __init__(
         self,
         message: str,

@@ -15,7 +15,9 @@ Everything else is a ``NotPinned`` with its reason: a file no known URL names (a
 consumer's have none: the ``bake add`` line to run is given), a partial download, bytes that
 do not match their name, a bad ref. Nothing outside the DIRs is read: links are judged by their
 text and never followed, except the entrypoint's links into the baked assets, which are bake's
-own and skipped.
+own and skipped. ``--diff ROOT`` counts a file that is not pinned, but whose path and bytes ROOT's
+lock holds (a copy the entrypoint seeded, a checkpoint no installed table names), as baked
+(``bake.harvest.diff``).
 """
 
 from __future__ import annotations
@@ -84,9 +86,10 @@ def _names(path: str) -> list[str]:
         return []
 
 
-def _candidates(top: str, loc: Location) -> Iterator[tuple[str, bool]]:
+def _candidates(top: str, loc: Location, default_dirs: Sequence[str]) -> Iterator[tuple[str, bool]]:
     """(directory, named by its place) for each place under ``top`` the location may be: ``top/SUB``
-    (or ``top`` itself, named SUB); for a SUB-less ``$VAR``, ``top`` and its subdirectories."""
+    (or ``top`` itself, named SUB); for a SUB-less ``$VAR``, ``top`` and its subdirectories, named
+    by their place when they bear a library's default directory name (``tiktoken-rs-cache``)."""
     base = os.path.basename(os.path.normpath(top))
     for sub in dict.fromkeys(subs_below(loc)):
         if sub:
@@ -95,18 +98,19 @@ def _candidates(top: str, loc: Location) -> Iterator[tuple[str, bool]]:
             if base == os.path.basename(sub):
                 yield top, True
         else:
-            yield top, False
+            yield top, base in default_dirs
             for name in sorted(_names(top)):
                 if _real_dir(os.path.join(top, name)):
-                    yield os.path.join(top, name), False
+                    yield os.path.join(top, name), name in default_dirs
 
 
 def _holds(path: str, consumer: consumers.Consumer, known: dict[str, str]) -> bool:
-    """Does ``path`` hold this consumer's files (a repository folder; a file a known URL names)?"""
+    """Does ``path`` hold this consumer's files (a repository folder; a file a known URL names, or named
+    as its libraries name what they cache, with no library installed to say which URL)?"""
     names = _names(path)
     if isinstance(consumer, consumers.Hub):
         return any(n.startswith(tuple(KIND_OF_PREFIX)) for n in names)
-    return any(n in known for n in names)
+    return any(n in known or consumer.cached_name(n) for n in names)
 
 
 def places(
@@ -120,7 +124,7 @@ def places(
     for top in dirs:
         for consumer in table:
             for loc in consumer.locations:
-                for path, named in _candidates(top, loc):
+                for path, named in _candidates(top, loc, consumer.default_dirs):
                     # A place named by its SUB is the consumer's; the Hub's names ("hub") prove less.
                     by_name = named and not isinstance(consumer, consumers.Hub)
                     if by_name or _holds(path, consumer, known[consumer.name]):
@@ -138,7 +142,8 @@ def known_names(consumer: consumers.Consumer, manifest_urls: Sequence[str]) -> d
     return names
 
 
-def _sha256_of(path: str) -> str:
+def sha256_of(path: str) -> str:
+    """The sha256 of a regular file, read without following a link (``bake.hub.scan.read_regular``)."""
     digest = hashlib.sha256()
     for block in read_regular(path):
         digest.update(block)
@@ -169,43 +174,64 @@ def _files(directory: str, served: str, found: Found) -> list[tuple[str, str, in
     return files
 
 
-def _checked(path: str, expected: str | None, found: Found, mismatch: str) -> str | None:
+def _checked(
+    path: str, expected: str | None, found: Found, mismatch: str, asset_path: str | None = None
+) -> str | None:
     """The file's sha256, or None (a problem said) when it is unreadable or not ``expected``."""
     try:
-        actual = _sha256_of(path)
+        actual = sha256_of(path)
     except (OSError, ValueError) as exc:
         found.problems.append(NotPinned(path, f"cannot be read ({getattr(exc, 'strerror', None) or exc})"))
         return None
     if expected is not None and actual != expected:
-        found.problems.append(NotPinned(path, f"sha256 {actual}, {mismatch} {expected}"))
+        found.problems.append(NotPinned(path, f"sha256 {actual}, {mismatch} {expected}", asset_path))
         return None
     return actual
 
 
 def scan_consumer(
-    directory: str, consumer: consumers.Consumer, known: dict[str, str], served: str, found: Found
+    directory: str,
+    consumer: consumers.Consumer,
+    known: dict[str, str],
+    served: str,
+    found: Found,
 ) -> None:
     """Pin each file of a consumer's directory that a known URL names, its bytes as its library expects."""
     from bake.add import derive_name  # the name `bake add` gives the same URL and path
 
     libraries = ", ".join(consumer.libraries)
     for name, path, size in _files(directory, served, found):
-        url = known.get(name)
+        if consumer.partial.search(name):
+            found.problems.append(NotPinned(path, consumer.partial_why))
+            continue
+        # The installed library's own naming first (vLLM's asset classes), then the tables and manifest.
+        url = consumer.url_for_cached(name) or known.get(name)
         if url is None:
-            found.problems.append(
-                NotPinned(
-                    path,
-                    f"no URL known here gives {consumer.name} this name (asked: the installed {libraries}'s "
-                    "own table, and the manifest's entries); a partial or unknown download; pin it with "
-                    f"`bake add URL --path {consumer.prefix}{name}`",
-                )
-            )
+            why = consumer.why_unnamed(name) or _no_url(consumer, name)
+            found.problems.append(NotPinned(path, why, consumer.prefix + name))
             continue
         asset = Asset("probe", consumer.prefix + name, "0" * 64, (url,), size)
         expected = consumer.library_sha256(asset)
-        sha = _checked(path, expected, found, f"not the sha256 {libraries} expects for {url}:")
+        mismatch = f"not the sha256 {libraries} expects for {url}:"
+        sha = _checked(path, expected, found, mismatch, asset.path)
         if sha is not None:
-            found.assets.append(Asset(derive_name(url, asset.path), asset.path, sha, (url,), size))
+            named = derive_name(url, asset.path, keep_suffix=consumer.names_keep_suffix)
+            found.assets.append(Asset(named, asset.path, sha, (url,), size))
+
+
+def _no_url(consumer: consumers.Consumer, name: str) -> str:
+    """Why a consumer's file with no known URL is not pinned, and the ``bake add`` line that pins it."""
+    missing = [lib for lib in consumer.tables if not consumers.installed(lib)]
+    if missing:
+        asked = (
+            f"{', '.join(missing)} is not installed here, so its own table was not asked; the manifest was"
+        )
+    else:
+        asked = f"asked: the installed {', '.join(consumer.tables)}'s own table, and the manifest's entries"
+    return (
+        f"no URL known here gives {consumer.name} this name ({asked}); "
+        f"pin it with `bake add URL --path {consumer.prefix}{name}`"
+    )
 
 
 def scan_declared(directory: str, consumer: consumers.Consumer, served: str, found: Found) -> None:
@@ -219,6 +245,7 @@ def scan_declared(directory: str, consumer: consumers.Consumer, served: str, fou
                     path,
                     f"a file of consumer {consumer.name!r}, whose origin no table names; "
                     f"pin it with `bake add URL --path {consumer.prefix}{rel}`",
+                    consumer.prefix + rel,
                 )
             )
 
@@ -247,7 +274,11 @@ def _scan_hub(path: str, served: str, found: Found) -> None:
         found.commits += [] if bad else [commit]
 
 
-def scan(dirs: Sequence[str], table: Sequence[consumers.Consumer], manifest_urls: Sequence[str]) -> Found:
+def scan(
+    dirs: Sequence[str],
+    table: Sequence[consumers.Consumer],
+    manifest_urls: Sequence[str],
+) -> Found:
     """Read every cache under ``dirs`` for the consumers of ``table``; ``manifest_urls`` are the URLs the
     manifest lists, which name cached files too. Raises FetchError (exit 3) when a DIR cannot be read."""
     for top in dirs:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from bake import consumers, manifest
+from bake import consumers, manifest, report
 from bake.harvest import caches, diff, pin
 from bake.text import escape
 
@@ -29,11 +30,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         help=f"manifest to edit, started if missing (default $BAKE_MANIFEST or {manifest.DEFAULT_MANIFEST})",
     )
-    p.add_argument("--group", action="append", default=[], metavar="G", help="put new entries in group G")
+    p.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="G",
+        help="put new entries in group G; repeatable; default no group (shared assets)",
+    )
     p.add_argument(
         "--diff",
         metavar="ROOT",
-        help="write nothing: list what the sealed root (or image) ROOT lacks, exit 1 if any",
+        help="write nothing: list what the sealed root (or image) ROOT lacks, exit 1 if any; "
+        "default: pin into --manifest",
+    )
+    p.add_argument(
+        "--json",
+        metavar="REPORT",
+        help="with --diff: also write the result as JSON (schema: docs/json.md) to REPORT, - for stdout, "
+        "failures too; default: no JSON",
     )
 
 
@@ -51,23 +65,59 @@ def _report(problems: list) -> None:
         )
 
 
+def _diff(args: argparse.Namespace, table: Sequence[consumers.Consumer], urls: list[str]) -> int:
+    """``--diff ROOT``: print (and report) what ROOT lacks; 1 when anything, 0 when nothing."""
+    rep = getattr(args, "report", None)
+    body = report.body_of(rep, root=args.diff)
+    # ROOT first: a typo or an image that would be pulled is refused before any cache is read.
+    locked, links = diff.read_root(args.diff)
+    lacking = diff.missing(caches.scan(args.dirs, table, urls), locked, links)
+    plan = pin.make_plan(lacking, [], args.group)
+    problems = plan.problems + lacking.problems
+    _report(problems)
+    body["lacking"] = {
+        "assets": [
+            {"name": a.name, "path": a.path, "sha256": a.sha256, "size": a.size, "urls": list(a.urls)}
+            for a in plan.assets
+        ],
+        "hub": [
+            {
+                "repo": e["repo"],
+                "type": e["type"] or "model",
+                "commit": e["commit"],
+                "files": _files(e["files"]),
+            }
+            for e in plan.entries
+        ]
+        + [
+            {"repo": repo, "type": kind, "commit": commit, "files": _files(records)}
+            for (kind, repo, commit), records in plan.additions.items()
+        ],
+    }
+    body["not_pinned"] = [{"where": p.where, "why": p.why} for p in problems]
+    out = report.results_stream(rep)
+    if plan.empty:
+        print(
+            f"bake: {args.diff} has everything the caches hold" + (", but see above" if problems else ""),
+            file=out,
+        )
+    else:
+        print(pin.new_text("", plan), end="", file=out)
+    return 1 if not plan.empty or problems else 0
+
+
+def _files(records: list[dict]) -> list[dict]:
+    return [{"path": r["path"], "size": r.get("size"), "sha256": r["sha256"]} for r in records]
+
+
 def cmd_harvest(args: argparse.Namespace) -> int:
     path = _manifest_path(args)
     existing = pin.read_existing(path)[1] if args.diff is None or path.is_file() else manifest.Manifest(())
     urls = [u for a in existing if a.hub is None for u in a.urls]
-    found = caches.scan(args.dirs, consumers.table(existing.declared), urls)
+    table = consumers.table(existing.declared)
     if args.diff is not None:
-        lacking = diff.missing(found, args.diff)
-        plan = pin.make_plan(lacking, [], args.group)
-        _report(plan.problems + lacking.problems)
-        if plan.empty:
-            print(
-                f"bake: {args.diff} has everything the caches hold"
-                + (", but see above" if lacking.problems else "")
-            )
-        else:
-            print(pin.new_text("", plan), end="")
-        return 1 if not plan.empty or plan.problems or lacking.problems else 0
+        return _diff(args, table, urls)
+    found = caches.scan(args.dirs, table, urls)
     plan = pin.harvest_into(path, found, args.group)
     for a in plan.assets:
         print(f"bake: added {a.name} ({a.path}, {a.size} bytes, sha256 {a.sha256}) to {path}")

@@ -2,8 +2,10 @@
 
 A sealed root says what it bakes in two files seal wrote: ``bake.lock.json`` (every file's path and
 sha256) and ``bake.serve`` (for the Hub, which snapshot file links to which blob). A cached asset is
-baked when the lock holds its path with its sha256; a cached Hub file when the served tree links
-``<repo folder>/snapshots/<commit>/<path>`` to a blob the lock holds with that sha256.
+baked when the lock holds its path with its sha256, whether or not harvest could pin it (a checkpoint
+no installed table names, a copy the entrypoint seeded is baked all the same); a cached Hub file when
+the served tree links ``<repo folder>/snapshots/<commit>/<path>`` to a blob the lock holds with that
+sha256.
 
 ROOT is a directory, or an image reference read with the docker SDK (the ``[registry]`` extra):
 one the engine has, or one that names its registry host (``registry.example/ci/assets:TAG``),
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from bake import servefile
 from bake.errors import FetchError, UsageError
-from bake.harvest.caches import Found
+from bake.harvest.caches import Found, sha256_of
 from bake.hub.entry import PREFIX as HUB_PREFIX
 from bake.index import LOCK_NAME, read_lock
 from bake.reference import host_of, image_problem
@@ -94,15 +96,30 @@ def _root_problem(root: str) -> str | None:
     return f"{what}, and no image reference ({problem})" if problem else None
 
 
-def missing(found: Found, root: str) -> Found:
-    """Return what ``found`` holds that ROOT does not bake (its problems carried along)."""
+def read_root(root: str) -> tuple[dict[str, str], dict[str, str]]:
+    """What ROOT (a sealed directory, or an image) bakes: (path -> sha256 of every locked file, Hub
+    snapshot name -> the blob path it links to). Raises UsageError or FetchError."""
     problem = _root_problem(root)
     if problem:
         raise UsageError(f"--diff {root}: {problem}; give a sealed asset root that exists, or an image")
     with tempfile.TemporaryDirectory(prefix="bake-harvest-") as scratch:
         path = Path(root) if Path(root).is_dir() else _image_root(root, Path(scratch))
-        locked, links = _baked(path)
-    lacking = Found(problems=list(found.problems))
+        return _baked(path)
+
+
+def _baked_anyway(problem, locked: dict[str, str]) -> bool:
+    """Is a file harvest could not pin baked all the same: the lock holds its path with its sha256?"""
+    if problem.asset_path not in locked:
+        return False
+    try:
+        return sha256_of(problem.where) == locked[problem.asset_path]
+    except (OSError, ValueError):
+        return False
+
+
+def missing(found: Found, locked: dict[str, str], links: dict[str, str]) -> Found:
+    """Return what ``found`` holds that a root (``read_root``) does not bake, its problems carried along."""
+    lacking = Found(problems=[p for p in found.problems if not _baked_anyway(p, locked)])
     lacking.assets = [a for a in found.assets if locked.get(a.path) != a.sha256]
     for c in found.commits:
         files = tuple(

@@ -59,10 +59,12 @@ class CachedCommit:
 
 @dataclass(frozen=True)
 class NotPinned:
-    """Something a cache holds that cannot be pinned: where it is, and why."""
+    """Something a cache holds that cannot be pinned: where it is, and why; ``asset_path``, the path it
+    would have under the asset root (a consumer's file), so that ``harvest --diff`` can find it baked."""
 
     where: str
     why: str
+    asset_path: str | None = None
 
 
 def lfs_pointer_blob(sha256: str, size: int) -> str:

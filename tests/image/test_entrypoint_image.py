@@ -196,9 +196,13 @@ def jobdir(tmp_path: Path) -> Path:
 # A vocab name no image bakes: user data in a vocab cache.
 OTHER_VOCAB = "0123456789abcdef0123456789abcdef01234567"
 
+# vLLM's public assets look under XDG_CACHE_HOME too: where a case puts XDG_CACHE_HOME on /job to
+# test s3tokenizer's location, vLLM's is kept job-local (tests/test_vllm_assets_jobpath.py seeds
+# vLLM's into node storage).
+VLLM_ELSEWHERE = {"VLLM_ASSETS_CACHE": "/tmp/vllm-assets"}
 # A location per managed kind: the job's environment and the location's path under /job.
 KINDS = {
-    "s3tokenizer": ({"XDG_CACHE_HOME": "/job/xdg"}, "xdg/s3tokenizer"),
+    "s3tokenizer": ({"XDG_CACHE_HOME": "/job/xdg", **VLLM_ELSEWHERE}, "xdg/s3tokenizer"),
     "TIKTOKEN_RS_CACHE_DIR": ({"TIKTOKEN_RS_CACHE_DIR": "/job/loc"}, "loc"),
     "TIKTOKEN_CACHE_DIR": ({"TIKTOKEN_CACHE_DIR": "/job/loc"}, "loc"),
 }
@@ -307,7 +311,7 @@ def without_state(snapshot: dict) -> dict:
 
 
 MOUNTED = {
-    "s3tokenizer": ({"XDG_CACHE_HOME": "/job/xdg"}, "xdg/s3tokenizer"),
+    "s3tokenizer": ({"XDG_CACHE_HOME": "/job/xdg", **VLLM_ELSEWHERE}, "xdg/s3tokenizer"),
     "TIKTOKEN_RS_CACHE_DIR": ({"TIKTOKEN_RS_CACHE_DIR": "/job/loc"}, "loc"),
     "TIKTOKEN_CACHE_DIR": ({"TIKTOKEN_CACHE_DIR": "/job/loc"}, "loc"),
 }
@@ -438,6 +442,9 @@ def test_concurrent_jobs_on_one_docker_volume_make_one_verified_copy_each(image:
     assert listing["links"] == []
     expected = {f"xdg/s3tokenizer/{name}": a.sha256 for name, a in BAKED["s3tokenizer"].items()}
     expected.update({f"rs/{name}": a.sha256 for name, a in BAKED["tiktoken"].items()})
+    # vLLM's public assets, at ${XDG_CACHE_HOME}/vllm/assets/vllm_public_assets, are copied there too.
+    vllm = [a for a in MANIFEST if a.path.startswith("vllm_public_assets/")]
+    expected.update({f"xdg/vllm/assets/{a.path}": a.sha256 for a in vllm})
     assert {rel: sha for rel, sha in listing["files"].items() if not STATE.search(rel)} == expected
 
 

@@ -4,9 +4,13 @@ vLLM-Omni builds its MI300 image with plain ``docker build --target test`` (no D
 no ci_base, no hash wrapper) and runs its jobs natively in the pod, through its own runner. So:
 ``bake publish`` the assets and runtime images, ``bake pin`` the stand-in's Dockerfile.rocm,
 ``docker build --target test``, then the stand-in runner in a container of that image as the pod
-runs it (root, ENTRYPOINT bypassed, no network): its job directories, its ``mkdir -p``, the
-runner's line, and the job, in which s3tokenizer's own loader (without torch) finds the baked
-checkpoint. A control run of the runner without the line shows the loader would download it.
+runs it (root, ENTRYPOINT bypassed, no network: every origin out of reach): its cache block as
+written (XDG_CACHE_HOME job-local, HF_HOME a persistent volume of its own whose locks fail, the
+job directories made by its ``mkdir -p``), the documented runner line, the job-evidence
+supervisor, and the job under ``BAKE_REQUIRE=1``, in which the CosyVoice3 path's own loader,
+s3tokenizer's ``load_model("speech_tokenizer_v3_25hz")`` (without torch), finds the baked
+checkpoint with no download attempted. A control run of the runner without the line shows the
+loader would download it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from pathlib import Path
 import pytest
 
 from bake.consumers import s3tokenizer_models
+from tests import nolock
+from tests.pod import SNIPPET
 from tests.registries import REGISTRY, remove_images_named
 
 from . import CLIENT_PROBE, PROBE_TEXT, REPO, S3_ASSET, required_env
@@ -116,15 +122,24 @@ def test_the_image_holds_the_pinned_assets(omni: dict) -> None:
     assert omni["assets"][-1].split("@")[0].endswith(f":{lock['manifest_digest']}")
 
 
-def native_job(omni: dict, site: Path, runner: str) -> dict:
+HF_HOME = "/home/buildkite-agent/huggingface"
+
+
+def native_job(omni: dict, site: Path, runner: str, pod: dict[str, Path]) -> dict:
     """The pod's job: the runner (``runner`` is a shell line that runs it) in a container of the image,
-    root, its ENTRYPOINT bypassed, no network; returns the client probe's report."""
+    root, its ENTRYPOINT bypassed, no network, HF_HOME the pod's volume (``pod["hf_home"]``, whose
+    locks fail through ``pod["shim"]``), the evidence under ``pod["out"]``; returns the probe's report."""
     probe = f'python3 /opt/omni-site/probe.py "{PROBE_TEXT}" s3tokenizer'
     env = {"VLLM_CI_DOCKER_DISABLED": "1", "BUILDKITE_JOB_ID": JOB_ID, "BAKE_REQUIRE": "1",
-           "PYTHONPATH": "/opt/omni-site", "TEST_COMMANDS": probe}  # fmt: skip
+           "VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE": "1", "VLLM_CI_JOB_EVIDENCE": "1",
+           "BUILDKITE_BUILD_CHECKOUT_PATH": "/out", "PYTHONPATH": "/opt/omni-site", "TEST_COMMANDS": probe,
+           "LD_PRELOAD": "/nolock/libnolock.so", "BAKE_TEST_NOLOCK_UNDER": HF_HOME}  # fmt: skip
     options = [arg for name, value in env.items() for arg in ("-e", f"{name}={value}")]
+    mounts = {site: "/opt/omni-site", pod["hf_home"]: HF_HOME, pod["shim"].parent: "/nolock"}
+    mounts[pod["out"]] = "/out"
+    volumes = [arg for src, dst in mounts.items() for arg in ("--mount", f"type=bind,src={src},dst={dst}")]
     proc = run(["docker", "run", "--rm", "--network", "none", "--user", "0", "--entrypoint", "/bin/bash",
-                "-v", f"{site}:/opt/omni-site:ro", *options, omni["tag"], "-c", runner], REPO)  # fmt: skip
+                *volumes, *options, omni["tag"], "-c", runner], REPO)  # fmt: skip
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -133,18 +148,56 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return loader_site(tmp_path_factory.mktemp("omni-site"))
 
 
-def test_s3tokenizers_loader_finds_the_baked_checkpoint_in_the_native_job(omni: dict, site: Path) -> None:
-    report = native_job(omni, site, RUNNER)
+@pytest.fixture(scope="module")
+def shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return nolock.build(tmp_path_factory.mktemp("nolock"))
+
+
+@pytest.fixture
+def pod(tmp_path: Path, shim: Path) -> Iterator[dict[str, Path]]:
+    """The pod's persistent HF_HOME, a filesystem of its own holding an earlier job's model, whose
+    locks fail (the lock shim); and a directory for the job's evidence."""
+    hf_home = nolock.ext4_volume(tmp_path, 32 * 1024 * 1024)
+    (hf_home / "hub" / "models--org--earlier").mkdir(parents=True)
+    (hf_home / "hub" / "models--org--earlier" / "config.json").write_bytes(b'{"earlier": true}\n')
+    out = tmp_path / "out"
+    out.mkdir()
+    yield {"hf_home": hf_home, "shim": shim, "out": out}
+    subprocess.run(["umount", "-l", str(hf_home)], check=False, capture_output=True)
+
+
+def volume(path: Path) -> dict[str, bytes | str]:
+    """Every entry under ``path``: a file's bytes, or "dir"."""
+    return {str(p.relative_to(path)): p.read_bytes() if p.is_file() else "dir" for p in path.rglob("*")}
+
+
+def test_the_runner_carries_the_documented_line() -> None:
+    assert SNIPPET in (STANDIN / ".buildkite/amd/scripts/run-amd-test.sh").read_text().splitlines()
+    assert SNIPPET in (REPO / "docs/vllm-omni.md").read_text()
+
+
+def test_s3tokenizers_loader_finds_the_baked_checkpoint_in_the_native_job(
+    omni: dict, site: Path, pod: dict[str, Path]
+) -> None:
+    before = volume(pod["hf_home"])
+    report = native_job(omni, site, RUNNER, pod)
     loaded = report["s3tokenizer"]
     assert loaded["ok"] and report["attempts"] == [], report
     assert report["env"]["XDG_CACHE_HOME"] == XDG, "the runner's own XDG_CACHE_HOME, never re-pointed"
+    assert report["env"]["HF_HOME"] == HF_HOME
     assert loaded["recorded"] == [f"{XDG}/s3tokenizer/{MODEL}.onnx"]
     assert loaded["realpaths"] == [f"/opt/bake/assets/{S3_ASSET.path}"] and loaded["warnings"] == []
     assert report["torch_imported"] is False
+    assert volume(pod["hf_home"]) == before  # the volume lost nothing and gained nothing
+    evidence = json.loads((pod["out"] / "artifacts/rocm-job/job-result.json").read_text())
+    assert evidence == {"state": "finished", "exit_code": 0}  # the job ran under the supervisor
 
 
-def test_without_the_runners_line_the_loader_would_download(omni: dict, site: Path) -> None:
+def test_without_the_runners_line_the_loader_would_download(
+    omni: dict, site: Path, pod: dict[str, Path]
+) -> None:
     """The control: the same job, the runner's line removed, reaches for ModelScope."""
-    without = f"sed '/bake-entrypoint --print-env/d' {RUNNER} > /tmp/runner && bash /tmp/runner"
-    report = native_job(omni, site, without)
+    edited = RUNNER.replace("run-amd-test.sh", "run-amd-test-without-line.sh")  # beside its helpers
+    without = f"sed '/bake-entrypoint --print-env/d' {RUNNER} > {edited} && bash {edited}"
+    report = native_job(omni, site, without, pod)
     assert report["attempts"] and "modelscope" in report["attempts"][0], report

@@ -1,4 +1,5 @@
-"""vLLM's two ways of running a test image, with the real clients and no network:
+"""vLLM's two ways of running a test image, with the real clients and no network (vLLM's own
+``get_vllm_public_assets`` too: vLLM 0.34.0's released code, mounted with tests.vllm_site):
 - the native MI300 pod: the ENTRYPOINT bypassed, vLLM's runner (tests/pod/vllm-native.sh) runs
   bake's line right after its own environment is set up, with HF_HOME a persistent volume of its
   own (a loop-mounted ext4) whose locks fail with ENOLCK, already holding what earlier jobs cached;
@@ -20,6 +21,7 @@ import pytest
 from tests import nolock
 from tests.hub_server import git_blob_id
 from tests.pod import HERE as POD_DIR
+from tests.vllm_site import make_site
 
 from . import (
     ASSET_ROOT,
@@ -43,6 +45,9 @@ CACHED_REPO, CACHED_COMMIT = "org/cached", "c0ffee" + "0" * 34
 CACHED_FILES = {"config.json": b'{"model_type": "cached"}\n', "tokenizer.json": b'{"version": "1.0"}\n'}
 CLIENTS = ("harmony", "tiktoken", "s3tokenizer", f"hub:{CACHED_REPO}")
 VOCABS = [a for a in MANIFEST if a.path.startswith("tiktoken/")]
+# vLLM's public test assets, each through its own asset class: the probe spec and the file it reads.
+VLLM_ASSETS = {"image:stop_sign:jpg": "stop_sign.jpg", "audio:winning_call": "winning_call.ogg"}
+VLLM_SITE = "/vllm-site"
 
 
 def fill_persistent_cache(hf_home: Path) -> None:
@@ -77,14 +82,35 @@ def tree(root: Path) -> dict[str, tuple[str, str]]:
 
 
 def job_commands(out: str) -> str:
-    """The job: the environment it sees, then every client offline, each report into ``out``."""
+    """The job: the environment it sees, then every client offline, each report into ``out``, then
+    vLLM's own asset code, its HTTP download a stand-in that records and refuses."""
     probe = shlex.join(["python3", "-c", CLIENT_PROBE, PROBE_TEXT, *CLIENTS])
-    return f"env > {out}/env && HF_HUB_OFFLINE=1 {probe} > {out}/report.json"
+    vllm = shlex.join(["python3", f"{VLLM_SITE}/vllm_probe.py", *VLLM_ASSETS])
+    return (
+        f"env > {out}/env && HF_HUB_OFFLINE=1 {probe} > {out}/report.json"
+        f" && PYTHONPATH={VLLM_SITE} {vllm} > {out}/vllm.json"
+    )
 
 
 def read_job(out: Path) -> tuple[dict[str, str], dict]:
     env = dict(line.split("=", 1) for line in (out / "env").read_text().splitlines() if "=" in line)
-    return env, json.loads((out / "report.json").read_text())
+    report = json.loads((out / "report.json").read_text())
+    return env, {**report, "vllm": json.loads((out / "vllm.json").read_text())}
+
+
+@pytest.fixture(scope="module")
+def vllm_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_site(tmp_path_factory.mktemp("vllm-site"))
+
+
+def assert_vllm_served(report: dict, xdg: str) -> None:
+    """vLLM's get_vllm_public_assets found each baked asset under the job-local XDG_CACHE_HOME, where
+    the entrypoint linked it (VLLM_ASSETS_CACHE unset), and never reached for the bucket."""
+    assert report["downloads"] == [], report
+    for spec, name in VLLM_ASSETS.items():
+        found = report["results"][spec]
+        assert found["path"] == f"{xdg}/vllm/assets/vllm_public_assets/{name}", found
+        assert found["realpath"] == f"{ASSET_ROOT}/vllm_public_assets/{name}", found
 
 
 def assert_served(report: dict, hf_home: str) -> None:
@@ -130,7 +156,7 @@ def nfs_hf_home(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_vllm_native_pod_serves_every_client_on_a_lockless_persistent_hf_home(
-    clients_image: str, shim: Path, nfs_hf_home: Path, tmp_path: Path
+    clients_image: str, shim: Path, nfs_hf_home: Path, vllm_site: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
     out.mkdir()
@@ -142,7 +168,8 @@ def test_vllm_native_pod_serves_every_client_on_a_lockless_persistent_hf_home(
             "BUILDKITE_JOB_ID": JOB_ID, "VLLM_CI_REQUIRE_PERSISTENT_HF_CACHE": "1", "BAKE_REQUIRE": "1",
             "LD_PRELOAD": "/nolock/libnolock.so", "BAKE_TEST_NOLOCK_UNDER": NATIVE_HF_HOME,
         },
-        binds={POD_DIR: "/pod", nfs_hf_home: NATIVE_HF_HOME, shim.parent: "/nolock", out: "/out"},
+        binds={POD_DIR: "/pod", nfs_hf_home: NATIVE_HF_HOME, shim.parent: "/nolock", out: "/out",
+               vllm_site: VLLM_SITE},
     )  # fmt: skip
 
     assert pod.returncode == 0, pod.stderr
@@ -155,6 +182,7 @@ def test_vllm_native_pod_serves_every_client_on_a_lockless_persistent_hf_home(
     assert env["TIKTOKEN_CACHE_DIR"].startswith(env["TMPDIR"] + "/bake-TIKTOKEN_CACHE_DIR.")
     assert not [var for var in env if var.startswith("VLLM_CI_")]
     assert_served(report, NATIVE_HF_HOME)
+    assert_vllm_served(report["vllm"], env["XDG_CACHE_HOME"])
     assert_seeded_only(before, tree(nfs_hf_home))
     assert "flock -n on" in pod.stderr and "failed: No locks available" in pod.stderr
     assert "another job has been copying" not in pod.stderr and "job-local" not in pod.stderr
@@ -193,7 +221,7 @@ def _modes(paths: list[str]) -> str:
 
 
 def test_vllm_docker_path_serves_every_client_with_its_directories_absent(
-    clients_image: str, tmp_path: Path
+    clients_image: str, vllm_site: Path, tmp_path: Path
 ) -> None:
     hf_cache = tmp_path / "huggingface"  # the agent's $(realpath ~)/huggingface
     hf_cache.mkdir()
@@ -215,7 +243,7 @@ def test_vllm_docker_path_serves_every_client_with_its_directories_absent(
     container = run_image(
         clients_image, "/bin/bash", "-c", f"{PREFLIGHT} && {job}",  # the image's ENTRYPOINT runs first
         env={"HF_HOME": DOCKER_HF_HOME, **DOCKER_DIRS, "BAKE_REQUIRE": "1"},
-        binds={hf_cache: DOCKER_HF_HOME, out: "/out"},
+        binds={hf_cache: DOCKER_HF_HOME, out: "/out", vllm_site: VLLM_SITE},
     )  # fmt: skip
 
     assert container.returncode == 0, container.stderr
@@ -223,6 +251,7 @@ def test_vllm_docker_path_serves_every_client_with_its_directories_absent(
     assert {var: env[var] for var in DOCKER_DIRS} == DOCKER_DIRS
     assert env["HF_HOME"] == DOCKER_HF_HOME
     assert_served(report, DOCKER_HF_HOME)
+    assert_vllm_served(report["vllm"], DOCKER_DIRS["XDG_CACHE_HOME"])
     assert_seeded_only(before, tree(hf_cache))
     # What bake made before the preflight is what the runner's own mkdir -p makes.
     assert (out / "made").read_text() == (out / "control").read_text()

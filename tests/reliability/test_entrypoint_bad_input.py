@@ -23,9 +23,10 @@ from tests.image.test_entrypoint_image import seeded_only
 pytestmark = pytest.mark.docker
 
 # Fails if the entrypoint ran a payload planted in a path; else marks the start and waits for TERM.
+# The trap is set before the start is marked: a TERM sent as soon as the mark appears finds it.
 JOB = (
-    "[ ! -e /tmp/injected ] || exit 99; touch /out/started; "
-    "trap 'touch /out/term; exit 77' TERM; while :; do sleep 0.05; done"
+    "[ ! -e /tmp/injected ] || exit 99; trap 'touch /out/term; exit 77' TERM; "
+    "touch /out/started; while :; do sleep 0.05; done"
 )
 INJECT = "$(touch /tmp/injected)`touch /tmp/injected`;touch /tmp/injected;*?[a]"
 TOO_LONG = "/tmp/" + "/".join(["d" * 250] * 20)  # past PATH_MAX: nothing can be made there
@@ -33,6 +34,7 @@ LOCATIONS = {
     "XDG_CACHE_HOME": ("/job/xdg", "s3tokenizer"),
     "TIKTOKEN_RS_CACHE_DIR": ("/job/rs", ""),
     "TIKTOKEN_CACHE_DIR": ("/job/gym", ""),
+    "VLLM_ASSETS_CACHE": ("/job/vllm-assets", "vllm_public_assets"),  # vLLM's public test assets
 }
 
 

@@ -362,6 +362,7 @@ for f in "$@"; do
     s3tokenizer/*) at=$XDG_CACHE_HOME/$f ;;
     tiktoken/*) at=$TIKTOKEN_RS_CACHE_DIR/${f#*/}; cmp "$TIKTOKEN_CACHE_DIR/${f#*/}" "/opt/bake/assets/$f" ;;
     nltk/*) at=$NLTK_DATA/${f#*/} ;;
+    vllm_public_assets/*) at=$XDG_CACHE_HOME/vllm/assets/$f ;;
     esac
     cmp "$at" "/opt/bake/assets/$f"
 done
@@ -375,14 +376,21 @@ NODE_ENV = {
     "BAKE_REQUIRE": "1",
 }
 # Bind mounts are node storage: another filesystem than the container's own `/`.
-NODE_STATE = re.compile(r"^(xdg/s3tokenizer|rs|nltk)/\.bake(/lock|/served\.[0-9a-f]{64}\.copied)?$")
+NODE_STATE = re.compile(
+    r"^(xdg/s3tokenizer|xdg/vllm/assets/vllm_public_assets|rs|nltk)/\.bake(/lock|/served\.[0-9a-f]{64}\.copied)?$"
+)
 
 
 def burst_files() -> dict[str, tuple[str, int]]:
-    """The image's baked files of the node's three locations: asset path -> (name in /node, size)."""
+    """The image's baked files of the node's locations: asset path -> (name in /node, size)."""
     from tests.image import MANIFEST
 
-    where = {"s3tokenizer": "xdg/s3tokenizer", "tiktoken": "rs", "nltk": "nltk"}
+    where = {
+        "s3tokenizer": "xdg/s3tokenizer",
+        "tiktoken": "rs",
+        "nltk": "nltk",
+        "vllm_public_assets": "xdg/vllm/assets/vllm_public_assets",  # under the same XDG_CACHE_HOME
+    }
     return {
         a.path: (f"{where[a.path.split('/')[0]]}/{a.path.split('/', 1)[1]}", a.size or 0)
         for a in MANIFEST

@@ -78,6 +78,19 @@ def test_add_into_a_read_only_directory_is_one_clean_error(tmpfs, tmp_path: Path
     assert str(target) in errors and "read-only" in errors.lower(), errors
 
 
+def test_add_checks_the_manifest_directory_before_it_downloads(
+    tmpfs, tmp_path: Path, clean_net_env: None
+) -> None:
+    """Issue 37: the directory was found read-only only after the download."""
+    where = tmpfs("ro", 1024 * KIB, "ro")
+    with Mirror({"/m.bin": DATA}) as served:
+        for target in (where / "assets.toml", tmp_path / "no-such-dir" / "assets.toml"):
+            proc = add(target, served.url("/m.bin"), tmp_path / "cache")
+            errors = assert_one_clean_error(proc, 2)
+            assert str(target.parent) in errors and "nothing was fetched" in errors, errors
+        assert served.requests["/m.bin"] == 0, "the file was downloaded before the manifest was checked"
+
+
 # -- finding 4: advice that is right -------------------------------------------------------------------
 
 
@@ -282,7 +295,8 @@ def test_json_is_complete_on_failure(tmp_path: Path, source: Path, to: str) -> N
     doc = json.loads(report.read_text() if to == "file" else proc.stdout)
     by_name = {a["name"]: a for a in doc["assets"]}
     assert by_name["good"]["ok"] is True and by_name["bad"]["ok"] is False, doc
-    assert ".gone" in by_name["bad"]["error"], doc
+    (error,) = doc["errors"]
+    assert error["asset"] == "bad" and error["url"].endswith(".gone"), doc
     assert not (REPO / "-").exists()
 
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # A stand-in for vLLM's .buildkite/scripts/ci-bake-rocm.sh, written for bake's tests (none of
-# vLLM's code is in it). Like vLLM's wrapper, CI runs every ROCm build through it, with its own
-# -f files and no hook for anyone else's, and it decides whether ci_base must be rebuilt. It
-# hashes three things:
-#   1. the files in CI_BASE_CONTENT_FILES (path, executable bit, contents); no Docker Bake
-#      file is among them;
+# vLLM's code is in it). It follows the newest wrapper the search tools hold: the stored version
+# of 97,056 characters whose ci_base stages include lmcache_source and build_lmcache (the tools
+# name no commit for it; an older stored version, 101,398 characters, also hashed both Docker
+# Bake files, and this one no longer does). Like vLLM's wrapper, CI runs every ROCm build through
+# it, with its own -f files and no hook for anyone else's, and it decides whether ci_base must be
+# rebuilt. It hashes three things:
+#   1. the files in CI_BASE_CONTENT_FILES (path, executable bit, contents; a file the checkout
+#      lacks as "missing"); no Docker Bake file is among them;
 #   2. the text of the Dockerfile stages in CI_BASE_DOCKERFILE_STAGES, and no line before the
 #      Dockerfile's first FROM;
 #   3. the resolved value of each ARG those stages use that is declared there or before the
@@ -23,9 +26,9 @@
 #   BAKE_PRINT_ONLY=1 ci-bake-rocm.sh TARGET     print the resolved definition, build nothing
 set -euo pipefail
 
-: "${CI_BASE_CONTENT_FILES:=.dockerignore requirements/common.txt requirements/rocm.txt requirements/test/rocm.txt}"
+: "${CI_BASE_CONTENT_FILES:=.dockerignore requirements/common.txt requirements/rocm.txt requirements/test/rocm.txt tools/install_torchcodec_rocm.sh rust-toolchain.toml tests/vllm_test_utils}"
 : "${CI_BASE_DOCKERFILE:=docker/Dockerfile.rocm}"
-: "${CI_BASE_DOCKERFILE_STAGES:=base rust-toolchain build_nixl build_rocshmem build_deepep mori_base ci_base}"
+: "${CI_BASE_DOCKERFILE_STAGES:=base rust_toolchain_input_0 rust-toolchain-input rust-toolchain build_nixl lmcache_source build_lmcache build_rocshmem build_deepep mori_base ci_base}"
 : "${CI_BASE_IMAGE_TAG:=rocm/vllm-dev:ci_base}"
 HASH_LABEL=vllm.ci_base.content_hash
 WORK_DIR=
