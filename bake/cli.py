@@ -334,11 +334,26 @@ def _add_verify_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--allow-http", action="store_true", help="with --manifest: allow its plain http:// non-loopback URLs"
     )
-    p.add_argument("--dest", type=Path, metavar="D", help="the directory fetch filled")
+    p.add_argument(
+        "--dest",
+        type=Path,
+        metavar="D",
+        help="the directory fetch filled (no default: it or --image is needed)",
+    )
     _add_json(p)
-    p.add_argument("--image", metavar="REF", help="instead of --dest: prove an image's assets signed (--key)")
-    p.add_argument("--key", metavar="KEY", help="with --image: the public key (a file, or a KMS URI)")
-    p.add_argument("--repository", metavar="REPO", help="with --image: where the assets were published")
+    p.add_argument(
+        "--image",
+        metavar="REF",
+        help="instead of --dest: prove an image's assets published signed with --key (default: check --dest)",
+    )
+    p.add_argument(
+        "--key", metavar="KEY", help="with --image: the public key, a file or a KMS URI (no default)"
+    )
+    p.add_argument(
+        "--repository",
+        metavar="REPO",
+        help="with --image: where the assets were published (default: the image's own repository)",
+    )
     _add_no_tlog(p)
 
 
@@ -438,7 +453,8 @@ def _add_publish_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--sign",
         metavar="KEY",
-        help="sign each image and attest each unit's files with cosign (a private key file or a KMS URI)",
+        help="sign each image and attest each unit's files with cosign: a private key file or a KMS URI "
+        "(default: no signing)",
     )
     _add_no_tlog(p)
     p.add_argument("buildx_args", nargs=argparse.REMAINDER, help="passed to docker buildx build (after --)")
