@@ -5,7 +5,9 @@ SHA256SUMS and bake.lock.json) goes through a staging file in the target's own
 directory, so the rename is atomic even when the source is on another
 filesystem. Staging files share one name scheme,
 ``.<name>.bake-staging.<host>.<pid>.<n>``, so a later run can tell which ones a
-killed process left behind.
+killed process left behind. Node storage (``bake seed``) gets the other install: a
+verified copy enters by a hard link (``link_new``), which never replaces a name, after one
+``sync_filesystem`` for all the copies.
 """
 
 from __future__ import annotations
@@ -191,3 +193,33 @@ def write_new(path: Path, data: bytes, mode: int = 0o644) -> None:
             view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
+
+
+def link_new(source: str, target: str, *, source_dir: int, target_dir: int) -> bool:
+    """Install the file ``source`` (complete and synced) at ``target`` by a hard link, which never replaces.
+
+    Names are relative to the directory descriptors ``source_dir`` and ``target_dir``. Returns True
+    when linked, False when something is already at ``target`` (left as it is). Raises OSError else
+    (see ``is_no_space``)."""
+    try:
+        os.link(source, target, src_dir_fd=source_dir, dst_dir_fd=target_dir, follow_symlinks=False)
+    except FileExistsError:
+        return False
+    return True
+
+
+def sync_filesystem(fd: int) -> None:
+    """Write everything cached for the filesystem ``fd`` is on to its disk, in one call (syncfs(2)).
+
+    A copy of many files syncs once instead of once per file; where libc has no syncfs, every
+    filesystem is synced (sync(2)). Raises OSError when syncfs fails (EIO, ENOSPC)."""
+    import ctypes  # only a copier needs it
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    syncfs = getattr(libc, "syncfs", None)
+    if syncfs is None:
+        os.sync()
+        return
+    if syncfs(fd) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))

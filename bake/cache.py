@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
@@ -159,21 +160,28 @@ class Cache:
         return obj
 
 
+def try_flock(fd: int, mode: int) -> bool:
+    """Take the flock ``mode`` (LOCK_SH or LOCK_EX) on ``fd`` without waiting: True when taken, False
+    while another open file description holds it. Raises OSError when the lock call itself fails
+    (ENOLCK, EOPNOTSUPP: a filesystem without working locks, NFS without lockd)."""
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
 def _acquire(path: Path, mode: int, wait: Callable[[float], None] | None) -> int:
     """Open and flock ``path``; retry when prune unlinked the file between our open and our lock."""
     delay = 0.01
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            while True:
-                try:
-                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if wait is None:
-                        raise
-                    wait(delay)
-                    delay = min(delay * 2, 0.25)
+            while not try_flock(fd, mode):
+                if wait is None:
+                    raise BlockingIOError(errno.EWOULDBLOCK, "the lock is held")
+                wait(delay)
+                delay = min(delay * 2, 0.25)
             try:
                 same = os.path.samestat(os.fstat(fd), os.stat(path))
             except FileNotFoundError:

@@ -1026,11 +1026,18 @@ def _add_harvest_parser(sub: argparse._SubParsersAction) -> None:
     command.add_parser(sub)
 
 
+def _add_seed_parser(sub: argparse._SubParsersAction) -> None:
+    from bake.seed import command  # its options, its result line and exit codes live with it
+
+    command.add_parser(sub)
+
+
 # The exit codes each command may return (the contract's table; README.md's is checked against it).
 # Every command exits 2 for a usage error.
 EXIT_CODES: dict[str, tuple[int, ...]] = {
     "add": (0, 2, 3),
     "harvest": (0, 1, 2, 3),
+    "seed": (0, 2, 3, 6),
     "fetch": (0, 2, 3),
     "verify": (0, 2, 3),
     "manifest": (0, 2),
@@ -1059,6 +1066,7 @@ _FETCHING = (
 ENVIRONMENT: dict[str, tuple[str, ...]] = {
     "add": _FETCHING,
     "harvest": ("BAKE_MANIFEST", "BAKE_ASSETS"),
+    "seed": ("BAKE_ASSETS",),
     "fetch": _FETCHING,
     "verify": ("BAKE_MANIFEST",),
     "manifest": ("BAKE_MANIFEST",),
@@ -1091,6 +1099,7 @@ COMMANDS = [
     _add_publish_parser,
     _add_pin_parser,
     _add_cache_parser,
+    _add_seed_parser,
     _add_completion_parser,
 ]
 

@@ -604,7 +604,8 @@ class VllmAssets(Consumer):
     """
 
     builtin = True
-    libraries = ("vllm",)
+    # vLLM's asset classes are its table: which name under which prefix (it keeps no sha256).
+    libraries = tables = ("vllm",)
     chain_ids = {"XDG_CACHE_HOME": f"{vllm_assets.DIRECTORY}.xdg"}
     names_keep_suffix = True
 
@@ -665,14 +666,14 @@ class VllmAssets(Consumer):
             return Finding(
                 "vllm", asset.name, False,
                 f"vLLM {lib.version} would never read {name} as one asset: its classes ask for "
-                f"{lib.describe()}; {seen}",
+                f"{lib.describe()}; {seen}", mismatch=True,
             )  # fmt: skip
         url = lib.url(classes[0], name)
         if url not in asset.urls:
             return Finding(
                 "vllm", asset.name, False,
                 f"vLLM {lib.version} ({classes[0].name}) downloads {name} from {url}, which the manifest "
-                "does not list",
+                "does not list", mismatch=True,
             )  # fmt: skip
         return Finding("vllm", asset.name, True, f"matches {classes[0].name} ({url})")
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from bake.units import MIB
 
 CHUNK = MIB
+# A copy reads, hashes and writes blocks this large: few system calls, and hashlib releases the GIL.
+COPY_BLOCK = 8 * MIB
 # Whole values, used with fullmatch: ``$`` would also match before a final newline ("…1\n"). The
 # ``\Z`` keeps a ``.match`` exact too.
 SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")  # a lower-case hex SHA-256, as manifests and the cache spell it
@@ -47,3 +51,43 @@ def git_blob_id(data: bytes) -> str:
 def file_matches(path: str | Path, sha256: str) -> bool:
     """Return whether the file at ``path`` hashes to ``sha256``. Raises OSError if unreadable."""
     return sha256_file(path) == sha256
+
+
+def sha256_fd(fd: int, *, chunk: int = CHUNK) -> str:
+    """Return the hex SHA-256 of what the file descriptor ``fd`` reads from where it is to its end.
+
+    Raises OSError if unreadable."""
+    digest = hashlib.sha256()
+    while block := os.read(fd, chunk):
+        digest.update(block)
+    return digest.hexdigest()
+
+
+def copy_hashed(
+    source: int,
+    target: int,
+    *,
+    size: int | None = None,
+    block: int = COPY_BLOCK,
+    each: Callable[[int], None] | None = None,
+) -> tuple[str, int]:
+    """Copy ``source`` to ``target`` (file descriptors) in one pass, hashing each block as it goes.
+
+    ``size``, the bytes expected, sizes the buffer of a small file (ten thousand small files would
+    each zero an 8 MiB one). Returns the hex SHA-256 of the bytes written and their count.
+    ``each(total)`` is called after each block is written (progress; it may raise to stop the copy).
+    Raises OSError as a read or write does.
+    """
+    digest = hashlib.sha256()
+    buffer = bytearray(block if size is None else max(1, min(block, size + 1)))
+    view = memoryview(buffer)
+    total = 0
+    while n := os.readv(source, [buffer]):
+        chunk = view[:n]
+        digest.update(chunk)
+        while chunk:
+            chunk = chunk[os.write(target, chunk) :]
+        total += n
+        if each is not None:
+            each(total)
+    return digest.hexdigest(), total

@@ -9,6 +9,7 @@ from pathlib import Path
 from bake import atomic
 from bake.asset import Asset
 from bake.errors import FetchError, UsageError
+from bake.hashes import SHA256_HEX
 from bake.manifest import manifest_digest
 
 SUMS_NAME = "SHA256SUMS"
@@ -90,6 +91,32 @@ def read_lock(
         raise UsageError(f"{lock_path}: cannot read the lock ({exc}); {what_to_do}") from None
 
 
+def read_sums(dest: Path) -> list[tuple[str, str]]:
+    """Return (sha256, path) for each line of ``dest/SHA256SUMS``, as ``sha256sum -c`` would check them.
+
+    Raises OSError when it cannot be read, and ValueError naming the first line that is not
+    ``<sha256>  <path>`` (or `` *<path>``) with LF endings and a path inside ``dest``.
+    """
+    text = (dest / SUMS_NAME).read_bytes().decode("utf-8", "surrogateescape")
+    entries = []
+    lines = text.split("\n")[: -1 if text.endswith("\n") else None] if text else []
+    for number, line in enumerate(lines, start=1):
+        if line.endswith("\r"):
+            raise ValueError(
+                f"line {number} ends with a carriage return (CRLF line endings): "
+                "expected LF line endings, as bake writes them"
+            )
+        sha, sep, path = line[:64], line[64:66], line[66:]
+        if not (SHA256_HEX.match(sha) and sep in ("  ", " *") and path):
+            raise ValueError(f"line {number} is not '<sha256>  <path>': expected the format bake writes")
+        if path.startswith("/") or ".." in path.split("/"):
+            raise ValueError(
+                f"line {number} names '{path}', outside {dest}: expected a relative path inside it"
+            )
+        entries.append((sha, path))
+    if not entries:
+        raise ValueError("holds no checksum line: expected one per baked file")
+    return entries
 def _listed(names: list[str]) -> str:
     return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 

@@ -22,6 +22,7 @@ EXIT_MEANINGS = {
     3: "an asset could not be fetched, or failed verification",
     4: "git could not answer",
     5: "the build, or the registry, failed (the message says which)",
+    6: "a location could not be served under BAKE_REQUIRE=1 (the entrypoint exits with it)",
 }
 
 # What each variable a command reads does, as its help's epilog says it.

@@ -16,6 +16,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -28,12 +29,26 @@ from tests.runners import bake
 
 # --- a box to run the entrypoint in --------------------------------------------------------
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "entrypoint.sh"
-# Commands the script may run besides its shell's builtins; the jobs use env, sh and cat.
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "entrypoint.sh"
+# Commands the script may run besides its shell's builtins, and bake (BAKE, below); the jobs use env,
+# sh and cat, and the tests' own helpers awk, flock, sleep and the rest.
 TOOLS = (
     "awk", "cat", "chmod", "cp", "date", "env", "find", "flock", "id", "ln", "mkdir", "mktemp", "mv",
     "rm", "sh", "sha256sum", "sleep", "stat", "sync", "touch", "true", "xargs",
 )  # fmt: skip
+# `bake` on a box's PATH, as an install puts it beside bake-entrypoint: this checkout's, run by the
+# interpreter running the tests, or the system's for a job user who cannot run that one (the seeder
+# needs only the standard library). A test that needs a node without bake removes it.
+BAKE = f"""#!/bin/sh
+PYTHONPATH='{REPO}'
+export PYTHONPATH
+for python in '{sys.executable}' /usr/bin/python3; do
+	[ ! -x "$python" ] || exec "$python" -m bake "$@"
+done
+echo "bake: no python to run" >&2
+exit 127
+"""
 SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
 
 
@@ -68,8 +83,10 @@ def resolved(shell: Shell) -> Shell:
 
 
 def tool_dir(bin_dir: Path, shell: Shell, tools: tuple[str, ...] = TOOLS) -> None:
-    """A PATH directory holding only ``tools``, from the shell's multi-call binary where it has one."""
+    """A PATH directory of only ``tools`` (from the shell's multi-call binary where it has one), and bake."""
     bin_dir.mkdir()
+    (bin_dir / "bake").write_text(BAKE)
+    (bin_dir / "bake").chmod(0o755)
     for tool in tools:
         if shell.tool and tool != "flock":
             source = require(shell.tool)

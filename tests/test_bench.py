@@ -28,6 +28,7 @@ MEASURES = [
     "runner_line",
     "cold_pull",
     "changes",
+    "seeding",
 ]
 SECONDS = {
     "cold_fetch": [
@@ -44,6 +45,7 @@ SECONDS = {
     "fresh_builder": ["publish_seconds", "seconds"],
     "entrypoint": ["median_ms_entrypoint_true", "median_ms_entrypoint_true_unset", "median_ms_true"],
     "scale": ["digest_seconds", "seal_seconds", "harvest_seconds"],
+    "seeding": ["cp_seconds", "sha256sum_seconds", "floor_seconds", "bake_seconds", "ratio"],
 }
 SCALE_CASES = ("fresh", "empty", "served", "cp -rs", "node", "node served", "hub fresh", "hub served")
 ZERO_ASSET_BYTES = {
@@ -108,7 +110,7 @@ def test_every_measure_is_reported(report: dict, measure: str) -> None:
 
 def test_every_measure_has_a_verdict(report: dict) -> None:
     rows = report["targets"]
-    assert [row["measure"].split(". ", 1)[0] for row in rows] == [str(i) for i in range(1, 13)]
+    assert [row["measure"].split(". ", 1)[0] for row in rows] == [str(i) for i in range(1, 14)]
     assert all(isinstance(row["met"], bool) and row["result"] and row["target"] for row in rows)
 
 

@@ -1,17 +1,19 @@
 """bake.serve v1 (docs/SERVE_FORMAT.md): one table of records, good and hostile, through the Python
-writer and reader and through the entrypoint's reader (its shell for the head, its awk for the
-per-file records), under dash and busybox sh.
+writer and reader and through the entrypoint (its shell reads the head; the per-file records are
+read by Python's reader, in the `bake seed` it runs), under dash and busybox sh.
 
-Python owns the format: its reader and `bake seal` refuse every bad row. The entrypoint checks only
-what guards its own evals and paths (the header's version, a variable's name, plain paths, and the
-fields it puts in a file name or a sum), so the rows split in two:
-- GUARDED rows are refused by both sides, line for line;
-- the other refused rows are Python's alone; on them the entrypoint runs to the end, writes
-  nothing outside a location, and runs no text (rows carrying a command substitution check that).
+Python owns the format: its reader and `bake seal` refuse every bad row. The entrypoint's shell
+checks only what guards its own evals and paths (the header's version, a variable's name, plain
+paths), so the rows split in two:
+- GUARDED rows, and every refused per-file row (Python's reader reads them all), are refused by
+  both sides, line for line;
+- the other refused rows, in the head, are Python's alone; on them the entrypoint runs to the end,
+  writes nothing outside a location, and runs no text (rows carrying a command substitution check
+  that).
 
 Each row is inserted into a real sealed bake.serve: a head record after the last head record, a
 per-file record at the end. The entrypoint runs with one location in node storage (a directory
-holding data), so that its awk reads the per-file records too.
+holding data), so that `bake seed` reads the per-file records too.
 """
 
 from __future__ import annotations
@@ -258,7 +260,8 @@ def test_the_entrypoint_on_a_row_only_python_refuses(box: Box, base: str, row: s
     after = {p for p in written(box.root) if not p.startswith(LOCATIONS)}
     assert after == before, stderr  # nothing outside a location
     assert not (box.root / "canary").exists(), stderr  # no text run
-    assert number not in refused, stderr
+    # A per-file row is read by Python's reader, in bake seed, and named; a head row only the shell read.
+    assert refused == ([number] if section == TAIL else []), stderr
 
 
 def test_the_sealed_file_is_read_whole_by_both(box: Box, base: str) -> None:

@@ -117,6 +117,19 @@ LAYERS = {
         "bake.harvest.diff",
         "bake.harvest.command",
     ],
+    "the commands: seeding node storage at job start (bake-entrypoint runs it)": [
+        "bake.seed",
+        "bake.seed.nodefs",
+        "bake.seed.plan",
+        "bake.seed.liveness",
+        "bake.seed.right",
+        "bake.seed.copier",
+        "bake.seed.stamp",
+        "bake.seed.checks",
+        "bake.seed.view",
+        "bake.seed.seeder",
+        "bake.seed.command",
+    ],
     "the command line": ["bake.usage", "bake.cli", "bake.__main__"],
 }
 ORDER = [module for layer in LAYERS.values() for module in layer]

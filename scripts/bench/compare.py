@@ -1,6 +1,7 @@
-"""Old against new: the engine's cold fetch (measure 1), the entrypoint's start (measure 7) and the
-runner's line at 2 files (measure 10) on two commits, interleaved, medians of 3 rounds, so a
-regression shows beyond the machine's noise.
+"""Old against new: the engine's cold fetch (measure 1), the entrypoint's start (measure 7), the
+runner's line at 2 files (measure 10) and the entrypoint at the most files measure 9 serves (fresh,
+and served) on two commits, interleaved, medians of 3 rounds, so a regression shows beyond the
+machine's noise.
 
     scripts/bench.py --compare OLD [--smoke]     (OLD: a commit, e.g. the round's first)
 
@@ -20,6 +21,7 @@ from bench.fetchers import Fetcher
 from bench.files import bench_manifest, generate, snapshot
 from bench.processes import mirror
 from bench.runner_line import bench_runner_line
+from bench.scale import Timer, declared_assets
 
 ROUNDS = 3
 
@@ -48,6 +50,9 @@ def bench_compare(profile: Profile, old: str, work: Path, logs: Path) -> dict:
     served: dict[str, list[float]] = {"old": [], "new": []}
     unset: dict[str, list[float]] = {"old": [], "new": []}
     line: dict[str, list[float]] = {"old": [], "new": []}
+    scale = {name: _Scale(profile, src, work / f"scale-{name}") for name, src in trees.items()}
+    fresh_at: dict[str, list[float]] = {"old": [], "new": []}
+    served_at: dict[str, list[float]] = {"old": [], "new": []}
     with mirror(trees["new"], root, logs, rate=profile.rate) as origin:
         for round_ in range(ROUNDS):
             for name in ("old", "new"):
@@ -59,13 +64,18 @@ def bench_compare(profile: Profile, old: str, work: Path, logs: Path) -> dict:
                 unset[name].append(start["overhead_ms_unset"])
                 at_two_files = bench_runner_line(profile, trees[name], round_work, (0,))
                 line[name].append(at_two_files["line_ms_two_files"])
+                fresh, served_ms = scale[name].round()
+                fresh_at[name].append(fresh)
+                served_at[name].append(served_ms)
             log(f"round {round_ + 1}: fetch {fetch['old'][-1]:.2f} s / {fetch['new'][-1]:.2f} s")
-    result = {"old": old, "rounds": ROUNDS}
+    result = {"old": old, "rounds": ROUNDS, "scale_files": max(profile.scale_counts)}
     for label, values, unit in (
         ("fetch", fetch, "s"),
         ("entrypoint", served, "ms"),
         ("entrypoint_unset", unset, "ms"),
         ("runner_line", line, "ms"),
+        ("scale_fresh", fresh_at, "ms"),
+        ("scale_served", served_at, "ms"),
     ):
         old_median, new_median = statistics.median(values["old"]), statistics.median(values["new"])
         result[label] = {"unit": unit, "old": old_median, "new": new_median, "ratio": new_median / old_median}
@@ -84,6 +94,8 @@ def compare_table(result: dict) -> str:
         "entrypoint": "entrypoint, served",
         "entrypoint_unset": "entrypoint, unset",
         "runner_line": "runner line, 2 files (measure 10)",
+        "scale_fresh": f"entrypoint, {result['scale_files']:,} files, fresh (measure 9)",
+        "scale_served": f"entrypoint, {result['scale_files']:,} files, served (measure 9)",
     }
     for key, name in names.items():
         m = result[key]
@@ -91,3 +103,21 @@ def compare_table(result: dict) -> str:
             f"| {name} | {m['old']:.2f} {m['unit']} | {m['new']:.2f} {m['unit']} | {m['ratio']:.3f} |"
         )
     return "\n".join(lines)
+
+
+class _Scale:
+    """Measure 9's fresh and served starts at its most files, for one tree: its own sealed assets."""
+
+    def __init__(self, profile: Profile, src: Path, work: Path) -> None:
+        work.mkdir(parents=True)
+        self.assets = declared_assets(src, work, max(profile.scale_counts))
+        self.timer = Timer(src, work)
+        self.served = self.timer.place()
+        for _ in range(3):  # served, then stamped once its directories are older than the stamp
+            self.timer.start(self.assets, BENCH_CACHE=str(self.served))
+
+    def round(self) -> tuple[float, float]:
+        """One round: the median of 3 fresh starts, and of 20 served ones, in ms."""
+        fresh = [self.timer.start(self.assets, BENCH_CACHE=str(self.timer.place())) for _ in range(3)]
+        served = [self.timer.start(self.assets, BENCH_CACHE=str(self.served)) for _ in range(20)]
+        return statistics.median(fresh), statistics.median(served)

@@ -32,6 +32,8 @@ One run measures, and prints as a table:
      add a small asset, bump a unit, change the requirements: the builder's wall time and re-run
      steps (BuildKit's rawjson), and the bytes an agent pulls (the registry's log), classic and
      containerd store, with the block after the slow steps and first (bench/changes.py);
+ 15. first seeding: twice the profile's file (1 GiB) copied into node storage by bake-entrypoint
+     (bake seed), beside its floor on the same disk: cp, then sha256sum of the copy (bench/seeding.py).
 --round-trips [OLD] runs measure 13 alone: the registry requests and round trips of `bake publish` and
 `bake pin` per unit, through a proxy that delays each request (bench/round_trips.py); with OLD, on that
 commit's bake too, side by side.
@@ -39,8 +41,8 @@ commit's bake too, side by side.
 stores, and names each pushed layer's blob (bench/copied.py).
 --signing publishes and pins a three-unit manifest plain and signed (cosign, a key pair made for the
 run), in fresh repositories, rounds interleaved: what signing adds to each (bench/signing.py).
---compare OLD measures 1, 7 and 10 (at 2 files) on commit OLD and on this checkout, interleaved, medians of
-three rounds (bench/compare.py): no regression beyond noise.
+--compare OLD measures 1, 7, 10 (at 2 files) and 9 (fresh and served, at its most files) on commit OLD and
+on this checkout, interleaved, medians of three rounds (bench/compare.py): no regression beyond noise.
 Everything listens on 127.0.0.1 only, and every process it starts is stopped by pid.
 The builds use a snapshot of this checkout (tracked and unignored files as they are
 now), so edits made while it runs cannot reach them. --smoke is the same with a
@@ -85,6 +87,7 @@ from bench.report import machine, publish, verdicts
 from bench.round_trips import bench_round_trips, round_trips_table
 from bench.runner_line import bench_runner_line
 from bench.scale import bench_scale
+from bench.seeding import bench_seeding
 from bench.signing import bench_signing, signing_table
 
 PLOT = REPO / "docs/performance-scale.png"
@@ -139,6 +142,7 @@ def _measure(
             "entrypoint": bench_entrypoint(profile, src, work),
             "scale": bench_scale(profile, src, work),
             "runner_line": bench_runner_line(profile, src, work),
+            "seeding": bench_seeding(profile, src, work),
         }
         return {"measures": measures}
     root = work / "mirror"
@@ -153,6 +157,7 @@ def _measure(
     measures["entrypoint"] = bench_entrypoint(profile, src, work)
     measures["scale"] = bench_scale(profile, src, work)
     measures["runner_line"] = bench_runner_line(profile, src, work)
+    measures["seeding"] = bench_seeding(profile, src, work)
     measures["cold_pull"] = bench_cold_pull(profile, work / "cold-pull", logs)
     measures["changes"] = bench_changes(profile, src, work / "changes", logs, standin_registry)
     return {
@@ -195,12 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scale",
         action="store_true",
-        help="measures 7, 9 and 10 only (the entrypoint, at scale, the runner's line)",
+        help="measures 7, 9, 10 and 15 only (the entrypoint, at scale, the runner's line, a first seeding)",
     )
     parser.add_argument(
         "--compare",
         metavar="OLD",
-        help="measures 1, 7 and 10 (at 2 files) on commit OLD and on this checkout, interleaved",
+        help="measures 1, 7, 10 (2 files) and 9 (its most files) on commit OLD and this checkout, in turn",
     )
     parser.add_argument(
         "--layers",

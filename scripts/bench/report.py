@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bench.common import MIB, SMOKE, BenchError, log
 from bench.runner_line import runner_line_row
+from bench.seeding import seeding_row
 
 
 def machine() -> dict:
@@ -260,7 +261,8 @@ def verdicts(m: dict) -> list[dict]:
     if "entrypoint" in m:
         seven, nine = _entrypoint_rows(m)
         middle = [seven, *_agent_rows(m), nine, runner_line_row(m)]
-    rows = [*_build_rows(m), *middle, *_cold_pull_rows(m), *_changes_rows(m)]
+    seeding = [seeding_row(m)] if "seeding" in m else []
+    rows = [*_build_rows(m), *middle, *_cold_pull_rows(m), *_changes_rows(m), *seeding]
     return [{"measure": a, "result": b, "target": c, "met": d} for a, b, c, d in rows]
 
 

@@ -184,8 +184,8 @@ def test_vllm_native_pod_serves_every_client_on_a_lockless_persistent_hf_home(
     assert_served(report, NATIVE_HF_HOME)
     assert_vllm_served(report["vllm"], env["XDG_CACHE_HOME"])
     assert_seeded_only(before, tree(nfs_hf_home))
-    assert "flock -n on" in pod.stderr and "failed: No locks available" in pod.stderr
-    assert "another job has been copying" not in pod.stderr and "job-local" not in pod.stderr
+    assert "flock on" in pod.stderr and "failed: No locks available" in pod.stderr
+    assert "another copier has been copying" not in pod.stderr and "job-local" not in pod.stderr
 
 
 def test_vllm_native_pod_stops_when_the_line_fails(clients_image: str, tmp_path: Path) -> None:

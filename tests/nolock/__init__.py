@@ -1,6 +1,13 @@
-"""A filesystem whose locks fail, as vLLM's shared HF volume on NFS without lockd: nolock.c beside
-this file, built once per session and loaded with LD_PRELOAD, makes flock(2) and fcntl(2) locks
-fail with ENOLCK under one directory, and changes nothing else.
+"""Filesystems and clocks that misbehave, simulated at the calls only, with LD_PRELOAD shims built from
+the C files beside this one (once per session), for every dynamically linked program:
+
+- nolock.c: flock(2) and fcntl(2) locks under one directory fail with ENOLCK, as vLLM's shared HF
+  volume on NFS without lockd; or, with BAKE_TEST_FLOCK=succeed, flock succeeds for every caller and
+  excludes no one, as NFS with local_lock=flock or Lustre's localflock across nodes;
+- clockstep.c: the realtime clock steps 60 s ahead and back, call after call;
+- slowwrite.c: writes under one directory sleep first, a slow disk with a copy in progress.
+
+Each changes nothing else. Busybox's applets are static, out of their reach: tested separately.
 """
 
 from __future__ import annotations
@@ -11,14 +18,15 @@ from pathlib import Path
 from tests.image import fail_or_skip
 from tests.serve import require
 
-SOURCE = Path(__file__).resolve().parent / "nolock.c"
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE / "nolock.c"
 
 
-def build(out_dir: Path) -> Path:
-    """Compile the shim into ``out_dir``; returns the shared object's path."""
-    out = out_dir / "libnolock.so"
+def build(out_dir: Path, source: Path = SOURCE) -> Path:
+    """Compile the shim ``source`` into ``out_dir``; returns the shared object's path."""
+    out = out_dir / f"lib{source.stem}.so"
     subprocess.run(
-        [require("cc"), "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", str(out), str(SOURCE), "-ldl"],
+        [require("cc"), "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", str(out), str(source), "-ldl"],
         check=True, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     return out
@@ -27,6 +35,21 @@ def build(out_dir: Path) -> Path:
 def environment(shim: Path, under: Path) -> dict[str, str]:
     """The variables that make every lock under ``under`` fail, for a process and its children."""
     return {"LD_PRELOAD": str(shim), "BAKE_TEST_NOLOCK_UNDER": str(under)}
+
+
+def not_excluding(shim: Path, under: Path) -> dict[str, str]:
+    """The variables that make every flock under ``under`` succeed, for every caller, excluding no one."""
+    return {**environment(shim, under), "BAKE_TEST_FLOCK": "succeed"}
+
+
+def stepping_clock(shim: Path, seconds: int = 60) -> dict[str, str]:
+    """The variables that step the realtime clock ``seconds`` ahead and back, call after call."""
+    return {"LD_PRELOAD": str(shim), "BAKE_TEST_CLOCK_STEP": str(seconds)}
+
+
+def slow_disk(shim: Path, under: Path, ms: int) -> dict[str, str]:
+    """The variables that make each write under ``under`` take ``ms`` milliseconds first."""
+    return {"LD_PRELOAD": str(shim), "BAKE_TEST_SLOW_UNDER": str(under), "BAKE_TEST_SLOW_MS": str(ms)}
 
 
 def ext4_volume(root: Path, size: int, name: str = "volume") -> Path:

@@ -1,6 +1,9 @@
 /* NFS without lockd, for the tests: flock(2) and fcntl(2)'s lock commands fail with ENOLCK on any
  * file under $BAKE_TEST_NOLOCK_UNDER, as they do on an NFS volume mounted without working locks.
- * Nothing else changes: opens, reads, writes, renames and links behave as the filesystem does.
+ * With BAKE_TEST_FLOCK=succeed, flock(2) there succeeds instead, for every caller, and locks
+ * nothing: a lock that does not exclude, as NFS with local_lock=flock or Lustre's localflock is
+ * across nodes. Nothing else changes: opens, reads, writes, renames and links behave as the
+ * filesystem does.
  * Loaded with LD_PRELOAD, it reaches every dynamically linked tool (util-linux flock exits 71,
  * Python raises OSError errno 37); statically linked ones (busybox's applets) are out of its reach.
  */
@@ -15,21 +18,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-static int under_prefix(int fd) {
-	const char *prefix = getenv("BAKE_TEST_NOLOCK_UNDER");
-	char link[64], path[4096];
-	ssize_t n;
-	size_t len;
-	if (prefix == NULL || *prefix == '\0')
-		return 0;
-	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-	n = readlink(link, path, sizeof path - 1);
-	if (n < 0)
-		return 0;
-	path[n] = '\0';
-	len = strlen(prefix);
-	return strncmp(path, prefix, len) == 0 && (path[len] == '/' || path[len] == '\0');
-}
+#include "under.h"
 
 static int is_lock_command(int cmd) {
 	switch (cmd) {
@@ -44,7 +33,10 @@ static int is_lock_command(int cmd) {
 
 int flock(int fd, int operation) {
 	static int (*real)(int, int);
-	if (under_prefix(fd)) {
+	const char *mode = getenv("BAKE_TEST_FLOCK");
+	if (under_prefix(fd, "BAKE_TEST_NOLOCK_UNDER")) {
+		if (mode != NULL && strcmp(mode, "succeed") == 0)
+			return 0;
 		errno = ENOLCK;
 		return -1;
 	}
@@ -55,7 +47,7 @@ int flock(int fd, int operation) {
 
 static int forward(const char *name, int fd, int cmd, void *arg) {
 	int (*real)(int, int, ...) = (int (*)(int, int, ...))dlsym(RTLD_NEXT, name);
-	if (is_lock_command(cmd) && under_prefix(fd)) {
+	if (is_lock_command(cmd) && under_prefix(fd, "BAKE_TEST_NOLOCK_UNDER")) {
 		errno = ENOLCK;
 		return -1;
 	}

@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests import nolock
 from tests.serve import (
     SHELLS,
     AssetMaker,
@@ -138,9 +139,15 @@ def watch(directory: Path, names: dict[str, bytes], stop: threading.Event, seen:
                 seen.append(f"{name}: {len(got)} of {len(data)} bytes at the final name")
 
 
+@pytest.fixture(scope="module")
+def slow(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The slow-disk shim: each write under a directory first sleeps (tests/nolock/slowwrite.c)."""
+    return nolock.build(tmp_path_factory.mktemp("slow"), nolock.HERE / "slowwrite.c")
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("count", [12])
-def test_many_jobs_seeding_one_shared_directory_at_once(shell: Shell, count: int) -> None:
+def test_many_jobs_seeding_one_shared_directory_at_once(shell: Shell, slow: Path, count: int) -> None:
     box = new_box(shell, baked(BIG))
     try:
         shared = box.root / "node cache"
@@ -154,8 +161,9 @@ def test_many_jobs_seeding_one_shared_directory_at_once(shell: Shell, count: int
         watcher = threading.Thread(target=watch, args=(shared, names, stop, partials))
         watcher.start()
         try:
-            # Every $VAR location on the one shared directory, as runners that share a cache set them.
-            env = {var: shared for var in EXPORT_VARS}
+            # Every $VAR location on the one shared directory, as runners that share a cache set them;
+            # a disk slow enough (0.3 s a write) that the copy is still in progress as the others start.
+            env = {var: shared for var in EXPORT_VARS} | nolock.slow_disk(slow, shared, 300)
             started = time.monotonic()
             results = start_all(box, count, BAKE_REQUIRE=1, **env)
             took = time.monotonic() - started
