@@ -321,7 +321,9 @@ def _add_verify_parser(sub: argparse._SubParsersAction) -> None:
         help="check the files under --dest against --manifest, or against D/bake.lock.json",
         description="Check that every selected file under --dest is present, regular, of its size and "
         "sha256 (and a sealed tree's links). Without --manifest (or BAKE_MANIFEST) it checks against "
-        "the lock that fetch wrote, D/bake.lock.json; no default manifest applies.",
+        "the lock that fetch wrote, D/bake.lock.json; no default manifest applies. With --image REF "
+        "--key KEY instead: prove a built image's assets published signed with KEY (docs/building.md, "
+        "Signing).",
     )
     p.set_defaults(run=cmd_verify)
     p.add_argument(
@@ -332,8 +334,35 @@ def _add_verify_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--allow-http", action="store_true", help="with --manifest: allow its plain http:// non-loopback URLs"
     )
-    p.add_argument("--dest", required=True, type=Path, metavar="D", help="the directory fetch filled")
+    p.add_argument(
+        "--dest",
+        type=Path,
+        metavar="D",
+        help="the directory fetch filled (no default: it or --image is needed)",
+    )
     _add_json(p)
+    p.add_argument(
+        "--image",
+        metavar="REF",
+        help="instead of --dest: prove an image's assets published signed with --key (default: check --dest)",
+    )
+    p.add_argument(
+        "--key", metavar="KEY", help="with --image: the public key, a file or a KMS URI (no default)"
+    )
+    p.add_argument(
+        "--repository",
+        metavar="REPO",
+        help="with --image: where the assets were published (default: the image's own repository)",
+    )
+    _add_no_tlog(p)
+
+
+def _add_no_tlog(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-tlog",
+        action="store_true",
+        help="no transparency log: cosign's --tlog-upload=false to sign, --insecure-ignore-tlog to verify",
+    )
 
 
 def _add_manifest_parser(sub: argparse._SubParsersAction) -> None:
@@ -421,6 +450,13 @@ def _add_publish_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(run=cmd_publish)
     _add_image_selection(p)
+    p.add_argument(
+        "--sign",
+        metavar="KEY",
+        help="sign each image and attest each unit's files with cosign: a private key file or a KMS URI "
+        "(default: no signing)",
+    )
+    _add_no_tlog(p)
     p.add_argument("buildx_args", nargs=argparse.REMAINDER, help="passed to docker buildx build (after --)")
 
 
@@ -431,6 +467,13 @@ def _add_pin_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=cmd_pin)
     _add_image_selection(p)
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each stale line")
+    p.add_argument(
+        "--verify-key",
+        metavar="KEY",
+        help="refuse (exit 5) images not signed with KEY or attesting other files (default: the manifest's "
+        "[signing] verify-key)",
+    )
+    _add_no_tlog(p)
     p.add_argument(
         "dockerfiles", nargs="+", type=Path, metavar="DOCKERFILE", help="the Dockerfiles to rewrite"
     )
@@ -617,6 +660,8 @@ def _assets_root(explicit: Path | None) -> Path:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.image is not None or args.dest is None or args.key is not None or args.repository is not None:
+        return _verify_image(args)
     # Inside an image there is no manifest; the lock written at fetch time says what must be there.
     # No default manifest applies here (the contract), but BAKE_MANIFEST names one.
     args.manifest = args.manifest or (
@@ -651,6 +696,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
             for f in files
         ]
     print(f"bake: {len(files)} asset(s) under {args.dest} verified", file=_out(args))
+    return 0
+
+
+def _verify_image(args: argparse.Namespace) -> int:
+    """``bake verify --image REF --key KEY [--repository REPO]``: the image's assets proved signed."""
+    from bake import signed_image
+
+    if args.image is None or args.dest is not None or args.key is None or args.manifest or args.group:
+        raise UsageError("verify takes --dest D [--manifest M], or --image REF --key KEY [--repository REPO]")
+    if args.json is not None or args.allow_http:
+        raise UsageError("--json and --allow-http apply to verify --dest; verify --image prints one line")
+    print(signed_image.verify_image(args.image, args.key, args.repository, tlog=not args.no_tlog))
     return 0
 
 
@@ -826,34 +883,47 @@ def _publish_command(args: argparse.Namespace) -> str:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from bake import publish
+    from bake import publish, signing
 
     # publish_* check the repository and read the manifest before they ask the registry.
     _check_image_selection(args)
     buildx_args = _passed_on(args.buildx_args)
+    signer = signing.signer(args.sign, tlog=not args.no_tlog) if args.sign else None  # before any build
     if args.runtime:
-        print(publish.publish_runtime(args.repository, buildx_args).pinned)
+        runtime = publish.publish_runtime(args.repository, buildx_args)
+        if signer:
+            signing.sign_published(runtime, signer)
+        print(runtime.pinned)
     else:
         with _naming_the_variable(args.manifest):  # the repository is checked before the manifest is read
             block = publish.publish_assets(Path(args.manifest), args.repository, args.group, buildx_args)
+            if signer:
+                signing.sign_block(block, args.manifest, args.group, signer)
         print("\n".join(block.lines()))
     return 0
 
 
 def cmd_pin(args: argparse.Namespace) -> int:
-    from bake import pin, publish
+    from bake import pin, publish, signing
 
     _check_image_selection(args)
+    manifest = None if args.runtime else args.manifest
+    with _naming_the_variable(manifest):  # its [signing] table names the default key
+        verifier = signing.pin_verifier(args.repository, manifest, args.verify_key, no_tlog=args.no_tlog)
+    # --check proves the digests already on the lines too, before it compares them.
+    lines = pin.pinned_lines(args.dockerfiles, args.repository) if verifier and args.check else []
     if args.runtime:
-        pinned, block = (
-            publish.lookup(publish.runtime_ref(args.repository), _publish_command(args)).pinned,
-            None,
-        )
+        runtime = publish.lookup(publish.runtime_ref(args.repository), _publish_command(args))
+        if verifier:
+            signing.verify_published(runtime, verifier, lines)
+        pinned, block = runtime.pinned, None
     else:
         with _naming_the_variable(args.manifest):
             chosen = publish.lookup_block(
                 Path(args.manifest), args.repository, args.group, _publish_command(args)
             )
+            if verifier:
+                signing.verify_block(chosen, args.manifest, args.group, verifier, lines)
         pinned = chosen.whole.pinned
         block = [pin.BlockLine(unit.name, found.pinned) for unit, found in chosen.units]
         block.append(pin.BlockLine(None, chosen.index.pinned))

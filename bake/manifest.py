@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import json
@@ -60,11 +61,25 @@ _DEPTH_TOKENS = re.compile(
 
 
 @dataclass(frozen=True)
+class Signing:
+    """The manifest's ``[signing]`` table: the key its published images must be signed with.
+
+    ``verify_key`` is a public key file (relative paths are the manifest directory's) or a KMS
+    URI, as cosign's ``--key`` takes it; ``tlog`` False verifies without the transparency log.
+    Not part of the manifest digest: a new key names the same assets.
+    """
+
+    verify_key: str
+    tlog: bool = True
+
+
+@dataclass(frozen=True)
 class Manifest:
     """A manifest's assets in file order, the consumers it declares, and the Hub entries it holds whole.
 
     It reads as the sequence of its assets, so a caller that only iterates them is unchanged.
     ``select`` returns a new one; ``of`` makes one from any assets (a plain list declares nothing).
+    ``signing`` is its ``[signing]`` table, if any.
     """
 
     assets: tuple[Asset, ...]
@@ -72,6 +87,7 @@ class Manifest:
     hub_entries: tuple[HubEntry, ...] = ()
     # ``[units] hub_file_threshold``: a Hub file this large or larger is a unit of its own.
     hub_file_threshold: int = HUB_FILE_THRESHOLD
+    signing: Signing | None = None
 
     @classmethod
     def of(
@@ -79,11 +95,12 @@ class Manifest:
         assets: Iterable[Asset],
         declared: Iterable[consumers.Consumer] = (),
         hub_file_threshold: int = HUB_FILE_THRESHOLD,
+        signing: Signing | None = None,
     ) -> Manifest:
         """Return the manifest of ``assets``, with the Hub entries every blob of which is among them."""
         assets = tuple(assets)
         entries = tuple(hub_schema.selected_entries(assets))
-        return cls(assets, tuple(declared), entries, hub_file_threshold)
+        return cls(assets, tuple(declared), entries, hub_file_threshold, signing)
 
     def __iter__(self) -> Iterator[Asset]:
         return iter(self.assets)
@@ -263,14 +280,17 @@ def parse_manifest(
     Raises ManifestError for any broken rule, naming the asset or consumer.
     """
     data = _load_toml(text, source)
-    extra = sorted(set(data) - {"asset", "consumer", "hub", "units"})
+    tables = ("asset", "consumer", "hub", "units", "signing")
+    extra = sorted(set(data) - set(tables))
     if extra:
         raise ManifestError(
             f"{source}: unknown top-level key(s) "
-            f"{', '.join(with_suggestion(k, ('asset', 'consumer', 'hub', 'units')) for k in extra)}; "
-            "only [[asset]], [[consumer]] and [[hub]] tables and one [units] table are allowed"
+            f"{', '.join(with_suggestion(k, tables) for k in extra)}; "
+            "only [[asset]], [[consumer]] and [[hub]] tables, one [units] table and one [signing] table "
+            "are allowed"
         )
     threshold = _units_table(data.get("units"), source)
+    signing = _parse_signing(data.get("signing"), source)
     declared = [
         consumers.parse_consumer(raw, i) for i, raw in enumerate(_array_of_tables(data, "consumer", source))
     ]
@@ -293,7 +313,7 @@ def parse_manifest(
                 )
             seen[key] = asset.name
     _check_path_prefixes(assets)
-    return Manifest.of(assets, declared, threshold)
+    return Manifest.of(assets, declared, threshold, signing)
 
 
 def _units_table(raw: object, source: str) -> int:
@@ -309,6 +329,23 @@ def _units_table(raw: object, source: str) -> int:
             "a Hub file this large or larger becomes a unit (a layer) of its own"
         )
     return threshold
+
+
+def _parse_signing(raw: object, source: str) -> Signing | None:
+    """The ``[signing]`` table: ``verify-key`` (required) and ``tlog`` (a boolean, default true)."""
+    if raw is None:
+        return None
+    table = expect_mapping(raw, f"{source}: [signing]")
+    refuse_unknown_keys(table, ("verify-key", "tlog"), f"{source}: [signing]")
+    key, tlog = table.get("verify-key"), table.get("tlog", True)
+    if not isinstance(key, str) or not key.strip() or has_control(key):
+        raise ManifestError(
+            f"{source}: [signing] verify-key must be a public key file or a KMS URI, got {key!r}; "
+            'write it as verify-key = "keys/bake-assets.pub"'
+        )
+    if not isinstance(tlog, bool):
+        raise ManifestError(f"{source}: [signing] tlog must be true or false, got {tlog!r}")
+    return Signing(key, tlog)
 
 
 def _check_serve_limits(consumer: consumers.Consumer) -> None:
@@ -364,8 +401,20 @@ def read_manifest_text(path: str | Path) -> str:
 
 
 def load_manifest(path: str | Path, *, allow_http: bool = False) -> Manifest:
-    """Read and validate a manifest file. Raises ManifestError."""
-    return parse_manifest(read_manifest_text(path), source=str(path), allow_http=allow_http)
+    """Read and validate a manifest file. Raises ManifestError.
+
+    A relative ``[signing] verify-key`` file is taken from the manifest's directory.
+    """
+    manifest = parse_manifest(read_manifest_text(path), source=str(path), allow_http=allow_http)
+    signing = manifest.signing
+    if (
+        signing is not None
+        and "://" not in signing.verify_key
+        and not signing.verify_key.startswith("pkcs11:")
+    ):
+        key = Path(path).parent / signing.verify_key
+        manifest = dataclasses.replace(manifest, signing=dataclasses.replace(signing, verify_key=str(key)))
+    return manifest
 
 
 def select(assets: Sequence[Asset], groups: Sequence[str] = ()) -> Manifest:
@@ -387,7 +436,7 @@ def select(assets: Sequence[Asset], groups: Sequence[str] = ()) -> Manifest:
         )
     wanted = set(groups)
     chosen = (a for a in manifest if not a.groups or wanted & set(a.groups))
-    return Manifest.of(chosen, manifest.declared, manifest.hub_file_threshold)
+    return Manifest.of(chosen, manifest.declared, manifest.hub_file_threshold, manifest.signing)
 
 
 def manifest_digest(assets: Iterable[Asset]) -> str:

@@ -131,6 +131,19 @@ def find_references(text: str, repository: str, source: str = "<dockerfile>") ->
     return sorted(found, key=lambda ref: ref.start)
 
 
+def pinned_lines(paths: Sequence[Path], repository: str) -> list[tuple[str, str]]:
+    """Each reference to ``repository`` already in ``paths``: (``file:line``, the reference as written).
+
+    What ``pin --check --verify-key`` proves signed before it compares. Raises UsageError as
+    pin_files does for a file it cannot read or a reference it cannot read.
+    """
+    found = []
+    for path in paths:
+        text = _read(path).decode("utf-8", "surrogateescape")
+        found += [(f"{path}:{ref.line}", ref.seen) for ref in find_references(text, repository, str(path))]
+    return found
+
+
 def pin_text(text: str, references: Sequence[Reference], pinned: str) -> str:
     """Return ``text`` with each of ``references`` replaced by ``pinned``, every other byte kept."""
     pieces, last = [], 0

@@ -130,8 +130,10 @@ _installed() {
 }
 
 _apt_install() {
+	# cosign comes from trixie (2.5.0, what bake's signing is tested with; sid has 3.x). Only
+	# `bake publish --sign` and the --verify-key checks need it; bake runs without it.
 	# zsh: tests/test_usage.py checks the zsh completion script bake generates.
-	wanted="docker.io/trixie docker-cli/trixie docker-buildx/sid docker-registry debootstrap aria2 busybox dash git curl zsh"
+	wanted="docker.io/trixie docker-cli/trixie docker-buildx/sid cosign/trixie docker-registry debootstrap aria2 busybox dash git curl zsh"
 	command -v npm >/dev/null 2>&1 || wanted="$wanted nodejs npm"
 	missing=""
 	for spec in $wanted; do

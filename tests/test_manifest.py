@@ -423,3 +423,38 @@ def test_any_location_text_is_parsed_or_refused_with_exit_2(text: str) -> None:
     # What parses prints back unchanged and carries nothing bake.serve could not hold.
     assert str(loc) == text
     assert not any(c in text for c in "\t\n`\\\"'")
+
+
+def test_a_signing_table_names_the_verify_key_beside_the_manifest_and_leaves_the_digest(
+    tmp_path: Path,
+) -> None:
+    plain = tmp_path / "plain.toml"
+    plain.write_text(entry(groups=["vllm"]))
+    signed = tmp_path / "signed.toml"
+    signed.write_text('[signing]\nverify-key = "keys/assets.pub"\ntlog = false\n\n' + entry(groups=["vllm"]))
+    loaded = manifest.load_manifest(signed)
+    assert loaded.signing == manifest.Signing(str(tmp_path / "keys/assets.pub"), tlog=False)
+    assert manifest.select(loaded, ["vllm"]).signing == loaded.signing
+    assert manifest.manifest_digest(loaded) == manifest.manifest_digest(manifest.load_manifest(plain))
+    assert manifest.load_manifest(plain).signing is None
+
+
+def test_a_kms_verify_key_is_kept_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "assets.toml"
+    path.write_text('[signing]\nverify-key = "awskms:///alias/bake-assets"\n\n' + entry())
+    assert manifest.load_manifest(path).signing == manifest.Signing("awskms:///alias/bake-assets")
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ('verify-key = ""', "verify-key must be a public key file or a KMS URI"),
+        ("verify-key = 3", "verify-key must be a public key file or a KMS URI"),
+        ("tlog = false", "verify-key must be a public key file or a KMS URI"),
+        ('verify-key = "k.pub"\ntlog = "no"', "tlog must be true or false"),
+        ('verify-key = "k.pub"\nkey = "k.key"', r"\[signing\]: unknown key\(s\) key"),
+    ],
+)
+def test_a_bad_signing_table_is_a_manifest_error(table: str, message: str) -> None:
+    with pytest.raises(ManifestError, match=message):
+        manifest.parse_manifest(f"[signing]\n{table}\n\n" + entry())

@@ -39,11 +39,13 @@ LAYERS = {
     "shared mechanisms": [
         "bake.hashes",
         "bake.process",
+        "bake.cosign",
         "bake.atomic",
         "bake.tomlkeys",
         "bake.reference",
         "bake.servefile",
         "bake.offline",
+        "bake.attestation",
     ],
     "the Hub's table and cache layout": ["bake.hub.schema", "bake.hub.layout", "bake.hub.scan"],
     "the manifest and the consumer table": [
@@ -94,6 +96,7 @@ LAYERS = {
         "bake.dockerfile",
         "bake.pin",
         "bake.publish",
+        "bake.signing",
         "bake.build",
     ],
     "the commands: image assertions": [
@@ -105,6 +108,7 @@ LAYERS = {
         "bake.testing.serve",
         "bake.testing.plugin",
         "bake.testing.test_image",
+        "bake.signed_image",
     ],
     "the commands: harvesting a job's caches": [
         "bake.harvest",

@@ -61,6 +61,15 @@ def test_bake_builds_with_host_network(tmp_path: Path) -> None:
     assert bake.returncode == 0, bake.stderr
 
 
+def test_cosign_is_trixies_from_the_distribution() -> None:
+    """`bake publish --sign` and the --verify-key checks run Debian trixie's cosign (2.5.0), pinned there."""
+    status = _run("dpkg-query", "-W", "-f", "${Version} ${db:Status-Status}", "cosign")
+    assert status.returncode == 0, f"cosign is not installed: {status.stderr}"
+    version, state = status.stdout.split()
+    assert state == "installed" and version.startswith("2.5.0"), status.stdout
+    assert _run("cosign", "version").returncode == 0
+
+
 def test_registry_answers_on_loopback() -> None:
     with _LOOPBACK.open(f"http://{REGISTRY}/v2/", timeout=10) as response:
         assert response.status == 200

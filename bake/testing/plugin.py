@@ -99,6 +99,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="P",
         help="fail if P occurs in any layer or history entry (repeatable)",
     )
+    group.addoption(
+        "--bake-verify-key",
+        default=None,
+        metavar="KEY",
+        help="also prove the assets published signed with KEY (cosign: a public key file or a KMS URI)",
+    )
+    group.addoption(
+        "--bake-assets-repository",
+        default=None,
+        metavar="REPO",
+        help="with --bake-verify-key: where the assets were published (default: the image's repository)",
+    )
+    group.addoption(
+        "--bake-no-tlog",
+        action="store_true",
+        default=False,
+        help="with --bake-verify-key: verify without the transparency log",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

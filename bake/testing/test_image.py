@@ -118,6 +118,31 @@ def test_manifest_digest_label(request: pytest.FixtureRequest, bake_lock: dict) 
     )
 
 
+def test_assets_are_signed(request: pytest.FixtureRequest, bake_lock: dict, bake_system: System) -> None:
+    """With --bake-verify-key: every asset of the lock is in a unit image signed with the key, whose
+    attestation records it as the lock does, and the whole image and its index are signed too (the
+    check `bake verify --image` runs; docs/building.md, "Signing")."""
+    from bake.errors import BakeError
+    from bake.signing import image_repository, verify_lock_with_key
+
+    config = request.config
+    key = config.getoption("bake_verify_key", default=None)
+    if not key:
+        not_applicable(request, "no --bake-verify-key given, so signatures are not checked")
+    repository = config.getoption("bake_assets_repository", default=None) or image_repository(bake_system.ref)
+    if repository is None:
+        _fail(
+            f"{bake_system.ref}: no registry host in its name, so no repository to look for its assets' "
+            "signatures in; give --bake-assets-repository REPO (the `bake publish --repository`)"
+        )
+    try:
+        verify_lock_with_key(
+            bake_lock, repository, key, tlog=not config.getoption("bake_no_tlog", default=False)
+        )
+    except BakeError as exc:
+        _fail(f"{bake_system.ref}: its assets are not proved published signed with {key}: {exc}")
+
+
 @pytest.fixture(scope="module")
 def served(bake_system: System, bake_serve: Serve, bake_lock: dict, root: str) -> tuple:
     """Run the location probe once: through the ENTRYPOINT (BAKE_REQUIRE=1, no network), or with

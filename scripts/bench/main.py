@@ -1,8 +1,7 @@
 """Benchmark bake side by side with its peers, and the reuse of its asset layer.
 
-    scripts/bench.py [--smoke] [--scale | --layers | --pull | --copied | --hub-units | --compare OLD]
-        [--plot PNG]
-        [--json OUT]
+    scripts/bench.py [--smoke] [--scale | --layers | --pull | --copied | --hub-units | --signing
+        | --round-trips [OLD] | --compare OLD] [--plot PNG] [--json OUT]
         (as root; default OUT .work/bench.json)
 
 One run measures, and prints as a table:
@@ -45,6 +44,8 @@ One run measures, and prints as a table:
 commit's bake too, side by side.
 --copied builds and pushes an image holding two units in each Dockerfile shape, each way, on both
 stores, and names each pushed layer's blob (bench/copied.py).
+--signing publishes and pins a three-unit manifest plain and signed (cosign, a key pair made for the
+run), in fresh repositories, rounds interleaved: what signing adds to each (bench/signing.py).
 --compare OLD measures 1, 7, 10 (at 2 files) and 9 (fresh and served, at its most files) on commit OLD and
 on this checkout, interleaved, medians of three rounds (bench/compare.py): no regression beyond noise.
 Everything listens on 127.0.0.1 only, and every process it starts is stopped by pid.
@@ -93,6 +94,7 @@ from bench.round_trips import bench_round_trips, round_trips_table
 from bench.runner_line import bench_runner_line
 from bench.scale import bench_scale
 from bench.seeding import bench_seeding
+from bench.signing import bench_signing, signing_table
 
 PLOT = REPO / "docs/performance-scale.png"
 
@@ -129,6 +131,11 @@ def _measure(
         return {"measures": {"compare": bench_compare(profile, compare, work, logs)}}
     if layers_only == "copied":
         return {"measures": {"copied": bench_copied_units(work / "copied", logs, standin_registry)}}
+    if layers_only == "signing":
+        src = snapshot(work / "src", bench_manifest("0" * 64, 0))
+        return {
+            "measures": {"signing": bench_signing(profile, work / "signing", logs, standin_registry, src)}
+        }
     if layers_only == "pull":
         return {"measures": {"cold_pull": bench_cold_pull(profile, work / "cold-pull", logs)}}
     if layers_only == "hub-units":
@@ -231,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
         help="measure 14 only (a layer's cost; a config-only bump of a Hub repository; a file in two)",
     )
     parser.add_argument(
+        "--signing",
+        action="store_true",
+        help="what `publish --sign` and `pin --verify-key` add, for a three-unit manifest",
+    )
+    parser.add_argument(
         "--round-trips",
         nargs="?",
         const="",
@@ -252,6 +264,14 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps({"profile": profile.name, "machine": machine(), **found}, indent=2) + "\n"
         )
         print(compare_table(found))
+        return 0
+    if args.signing:
+        found = _run(profile, False, layers_only="signing")["measures"]["signing"]
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(
+            json.dumps({"profile": profile.name, "machine": machine(), **found}, indent=2) + "\n"
+        )
+        print(signing_table(found))
         return 0
     if args.round_trips is not None:
         work = Path(tempfile.mkdtemp(prefix="bake-bench-"))
