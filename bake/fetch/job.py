@@ -263,7 +263,7 @@ class AssetJob:
         if run.source.path is not None:
             attempt = FileAttempt(context)
         elif wants_huggingface_hub(self.asset, run.source.url):
-            from bake.fetch.hub import HubAttempt  # huggingface_hub loads only for such an entry
+            from bake.fetch.hub_download import HubAttempt  # huggingface_hub loads only for such an entry
 
             attempt = HubAttempt(context)
         else:
