@@ -22,8 +22,8 @@ from pathlib import Path
 
 from bake import reference, registry
 from bake.errors import BuildError, UsageError
+from bake.exit_status import describe_exit
 from bake.manifest import load_manifest, manifest_digest, select
-from bake.process import describe_exit
 
 log = logging.getLogger(__name__)
 

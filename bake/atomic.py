@@ -20,8 +20,8 @@ import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from bake.byte_sizes import MIB
 from bake.errors import NoSpaceError
-from bake.units import MIB
 
 STAGING_MARK = ".bake-staging."
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk and a full quota read the same to a user

@@ -15,7 +15,7 @@ from bake import assets_image as assets_image_mod
 from bake import pin, publish
 from bake.context import LISTING_LIMIT, ContextReport, check_context, export_context
 from bake.errors import BuildError, ContextDirty
-from bake.process import describe_exit
+from bake.exit_status import describe_exit
 
 log = logging.getLogger(__name__)
 

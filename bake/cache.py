@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bake import atomic
+from bake.byte_sizes import MIB
 from bake.errors import FetchError
 from bake.hashes import SHA256_HEX
-from bake.units import MIB
 
 log = logging.getLogger(__name__)
 

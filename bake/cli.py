@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from bake import __version__, index, manifest, report, seal, usage, verify
+from bake.byte_sizes import GIB, KIB, MIB, TIB, shown_size
+from bake.control_chars import escape
 from bake.errors import BakeError, FetchError, ManifestError, Problem, UsageError, VerifyError
 from bake.fetch import FetchOptions
 from bake.fetch.clock import DEADLINE_RULE
 from bake.fetch.options import MIN_FREE_RULE
-from bake.text import escape
-from bake.units import GIB, KIB, MIB, TIB, shown_size
 
 log = logging.getLogger("bake")
 
@@ -963,7 +963,7 @@ def _refuse(args: argparse.Namespace, options: tuple[str, ...], why: str) -> Non
 
 def _add_repository(args: argparse.Namespace, options) -> int:
     """``bake add hf://ORG/REPO[@REV]``: pin a whole Hub repository, print what was pinned; exit 0, 2 or 3."""
-    from bake.add import hub as hub_add
+    from bake.add import hub_repo as hub_add
 
     _refuse(args, ("name", "path", "sha256", "size_only"), f"one file; {args.target} pins a whole repository")
     pinned = hub_add.pin_repository(
@@ -989,7 +989,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
     options = _fetch_options(args)
     if args.target.startswith("hf://"):
-        from bake.add import hub as hub_add
+        from bake.add import hub_repo as hub_add
 
         if hub_add.is_repo_url(args.target):  # hf://ORG/REPO[@REV]: a whole Hub repository, [[hub]]
             return _add_repository(args, options)

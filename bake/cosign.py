@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from bake.control_chars import escape
 from bake.errors import BakeError, UsageError
-from bake.process import describe_exit
-from bake.text import escape
+from bake.exit_status import describe_exit
 
 INSTALL = (
     "install cosign (Debian 13 and later: `apt-get install cosign`; scripts/toolchain.sh installs "

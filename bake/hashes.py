@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from bake.units import MIB
+from bake.byte_sizes import MIB
 
 CHUNK = MIB
 # A copy reads, hashes and writes blocks this large: few system calls, and hashlib releases the GIL.

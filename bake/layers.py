@@ -42,11 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bake.asset import Asset
+from bake.byte_sizes import shown_size
 from bake.errors import BuildError, ManifestError
 from bake.hashes import sha256_file
 from bake.hub import layout as hub_layout
 from bake.manifest import HUB_FILE_THRESHOLD, as_manifest
-from bake.units import shown_size
 
 ROOT = "opt/bake/assets"
 UNIT_PREFIX = "unit-"

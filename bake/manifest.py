@@ -15,14 +15,14 @@ from pathlib import Path
 
 from bake import consumers, offline, servefile
 from bake.asset import Asset
+from bake.byte_sizes import MIB
+from bake.control_chars import escape, has_control
 from bake.errors import ManifestError
 from bake.hashes import SHA256_HEX, bare_sha256
 from bake.hub import schema as hub_schema
 from bake.hub.entry import HubEntry
 from bake.paths import check_path, parents
-from bake.text import escape, has_control
 from bake.tomlkeys import expect_mapping, refuse_unknown_keys, with_suggestion
-from bake.units import MIB
 from bake.urls import check_url
 
 DEFAULT_MANIFEST = "docker/assets.toml"

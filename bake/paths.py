@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from pathlib import PurePosixPath
 
+from bake.control_chars import has_control
 from bake.errors import ManifestError
-from bake.text import has_control
 
 # A path component leaves room for the staging name bake puts beside it
 # (".NAME.bake-staging.HOST.PID.N", HOST up to 64 bytes) within NAME_MAX, 255 bytes.

@@ -44,10 +44,10 @@ from pathlib import Path
 
 from bake import __version__, layers, registry, served
 from bake.assets_image import check_repo, publish_once, registry_digest
+from bake.byte_sizes import shown_size
 from bake.errors import BuildError
+from bake.exit_status import describe_exit
 from bake.manifest import load_manifest, manifest_digest, select
-from bake.process import describe_exit
-from bake.units import shown_size
 
 log = logging.getLogger(__name__)
 

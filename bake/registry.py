@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from bake.control_chars import escape
 from bake.errors import BakeError, BuildError, UsageError
 from bake.reference import host_of
-from bake.text import escape
 
 TIMEOUT = 300  # seconds for one request that sends or receives a layer
 ASK_TIMEOUT = 60  # seconds for one question: a manifest or a config

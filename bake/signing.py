@@ -36,13 +36,13 @@ from bake.attestation import (
     read_statement,
     records_of,
 )
+from bake.control_chars import escape
 from bake.cosign import Cosign, CosignError, Unverified, check_key
 from bake.errors import BakeError, BuildError
 from bake.index import LOCK_NAME
 from bake.manifest import load_manifest, manifest_digest, select
 from bake.publish import INDEX_PREFIX, Block, Published
 from bake.registry import split_repository
-from bake.text import escape
 
 log = logging.getLogger(__name__)
 

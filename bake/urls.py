@@ -6,8 +6,8 @@ import ipaddress
 import re
 from urllib.parse import SplitResult, urlsplit
 
+from bake.control_chars import has_control
 from bake.errors import ManifestError
-from bake.text import has_control
 
 SCHEMES = ("https", "http", "file", "hf")
 

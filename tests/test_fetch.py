@@ -241,7 +241,8 @@ def test_fetch_without_a_hub_asset_loads_no_hub_code(mirror: Mirror, tmp_path: P
         "import sys; from bake import cli\n"
         f"assert cli.main(['fetch', '--manifest', {str(manifest)!r}, '--dest', {str(tmp_path / 'd')!r}, "
         f"'--cache-dir', {str(tmp_path / 'c')!r}, '-q']) == 0\n"
-        "hub = ('bake.add.hub', 'bake.add.listing', 'bake.fetch.hub', 'huggingface_hub', 'httpx2')\n"
+        "hub = ('bake.add.hub_repo', 'bake.add.hub_api', 'bake.fetch.hub_download',"
+        " 'huggingface_hub', 'httpx2')\n"
         "print(sorted(m for m in sys.modules if m.startswith(hub)))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}

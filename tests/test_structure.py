@@ -25,11 +25,11 @@ MAX_README_LINES = 250
 # bake/ from the bottom up: a module may import only modules listed before it. The flow
 # reads top to bottom: values -> manifest -> fetch -> index, seal, verify -> the commands -> the CLI.
 LAYERS = {
-    "values, importing nothing of bake's but errors (and text's escaping)": [
+    "values, importing nothing of bake's but errors (and control_chars' escaping)": [
         "bake",
         "bake.errors",
-        "bake.units",
-        "bake.text",
+        "bake.byte_sizes",
+        "bake.control_chars",
         "bake.urls",
         "bake.paths",
         "bake.hub",
@@ -38,7 +38,7 @@ LAYERS = {
     ],
     "shared mechanisms": [
         "bake.hashes",
-        "bake.process",
+        "bake.exit_status",
         "bake.cosign",
         "bake.atomic",
         "bake.tomlkeys",
@@ -68,8 +68,8 @@ LAYERS = {
         "bake.fetch.transfer",
         "bake.fetch.attempt",
         "bake.fetch.local",
-        "bake.fetch.hubclient",
-        "bake.fetch.hub",
+        "bake.fetch.hub_download_client",
+        "bake.fetch.hub_download",
         "bake.fetch.install",
         "bake.fetch.progress",
         "bake.fetch.job",
@@ -80,8 +80,8 @@ LAYERS = {
     "the commands: editing a manifest (bake add, a file or a Hub repository)": [
         "bake.manifestedit",
         "bake.add",
-        "bake.add.listing",
-        "bake.add.hub",
+        "bake.add.hub_api",
+        "bake.add.hub_repo",
     ],
     "the commands: the checked build": [
         "bake.context.git",
@@ -269,7 +269,7 @@ NOT_IN_THE_ENGINE = (
     "bake.servefile",
     "bake.hub",
     "bake.add",
-    "bake.fetch.hub",
+    "bake.fetch.hub_download",
     "huggingface_hub",
 )
 

@@ -12,8 +12,8 @@ manifest to its target and runs under a lock, on the manifest as it is then
 (bake.manifestedit), so two adds at once keep both entries. URL credentials (userinfo,
 and query parameters such as ``?token=``) are never written: they belong in a mirror.
 
-A whole Hub repository (``hf://ORG/REPO[@REV]``) is pinned by ``bake.add.hub``, over the
-checked listing of ``bake.add.listing``.
+A whole Hub repository (``hf://ORG/REPO[@REV]``) is pinned by ``bake.add.hub_repo``, over the
+Hub's HTTP API as ``bake.add.hub_api`` reads it (the commit, the checked listing, a file's bytes).
 """
 
 from __future__ import annotations

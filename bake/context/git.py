@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bake.control_chars import escape
 from bake.errors import GitError, UsageError
-from bake.process import describe_exit
-from bake.text import escape
+from bake.exit_status import describe_exit
 
 # These would point git at another repository or index than the one DIRECTORY is in.
 _REPO_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")

@@ -14,8 +14,9 @@ The package reads top-down; each module imports only those below it:
 - ``clock``, ``retry``: the deadline, stall timeout and cancel; the retry policy.
 - ``sources``, ``transport``, ``session``: URLs made concrete; HTTP(S); what a run shares.
 - ``partial``, ``transfer``, ``attempt``: the cache's partial file; the segmented transfer; one HTTP try.
-- ``local``, ``hub`` (with ``hubclient``): one try at a ``file://`` source; one try through
-  huggingface_hub's downloader, for a ``[[hub]]`` entry that asks for it (loaded only then).
+- ``local``, ``hub_download`` (with ``hub_download_client``): one try at a ``file://`` source; one
+  try at a Hub file through huggingface_hub's downloader and its guarded HTTP client, for a ``[[hub]]``
+  entry that asks for it (loaded only then).
 - ``install``, ``progress``: staging and rename into the destination; progress sinks.
 - ``job``: one asset, orchestrating the above; this module runs the jobs of a run.
 

@@ -68,7 +68,7 @@ def encoding_note(encoding: str) -> str:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AttemptHooks:
     """What an attempt tells its job: attempts, the transfer begun, bytes written, requests, ETag splits."""
 
@@ -80,24 +80,31 @@ class AttemptHooks:
     changed: Callable[[str], None]  # the file was replaced mid-download: how it showed
 
 
+@dataclass(frozen=True, kw_only=True)
+class AttemptContext:
+    """What every kind of try at a source shares: the source, the asset, its partial, clock, session, hooks.
+
+    The job builds one for each try; the clock is the asset's, the session the run's.
+    """
+
+    source: Source
+    asset: Asset
+    partial: PartialFile
+    clock: Clock
+    session: Session
+    hooks: AttemptHooks
+
+
 class Attempt:
     """What one try at a source works with, and what it learnt about the body it got."""
 
-    def __init__(
-        self,
-        source: Source,
-        asset: Asset,
-        partial: PartialFile,
-        clock: Clock,
-        session: Session,
-        hooks: AttemptHooks,
-    ) -> None:
-        self.source = source
-        self.asset = asset
-        self.partial = partial
-        self.clock = clock
-        self.session = session
-        self.hooks = hooks
+    def __init__(self, context: AttemptContext) -> None:
+        self.source = context.source
+        self.asset = context.asset
+        self.partial = context.partial
+        self.clock = context.clock
+        self.session = context.session
+        self.hooks = context.hooks
         self.unsized = False  # the body had no length to check, so an early close looked like its end
         self.unvouched = False  # the length came from one Content-Length alone, which nothing confirmed
         self.encoding: str | None = None  # a Content-Encoding the server applied although asked not to
@@ -113,21 +120,10 @@ class Attempt:
 class HttpAttempt(Attempt):
     """One GET series against one source, over up to ``connections`` connections."""
 
-    def __init__(
-        self,
-        source: Source,
-        asset: Asset,
-        partial: PartialFile,
-        clock: Clock,
-        session: Session,
-        hooks: AttemptHooks,
-        connections: int,
-        *,
-        unranged: bool = False,
-    ) -> None:
-        super().__init__(source, asset, partial, clock, session, hooks)
+    def __init__(self, context: AttemptContext, *, connections: int, unranged: bool = False) -> None:
+        super().__init__(context)
         self.unranged = unranged  # ask for the whole file, no Range: the source answers ranges wrongly
-        self.shown = redact_url(source.url)  # for messages and the progress record: no password
+        self.shown = redact_url(context.source.url)  # for messages and the progress record: no password
         self.connections = connections
 
     def client(self, transfer: Transfer) -> HttpClient:

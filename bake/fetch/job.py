@@ -18,7 +18,7 @@ from bake.asset import Asset
 from bake.cache import Cache
 from bake.errors import ChecksumMismatch, DownloadError, FetchError
 from bake.fetch import install
-from bake.fetch.attempt import Attempt, AttemptHooks, HttpAttempt, encoding_note
+from bake.fetch.attempt import Attempt, AttemptContext, AttemptHooks, HttpAttempt, encoding_note
 from bake.fetch.clock import Clock
 from bake.fetch.failures import (
     NO_SPACE_ADVICE,
@@ -237,7 +237,20 @@ class AssetJob:
     def _attempt(self, run: SourceRun) -> Attempt:
         """One try at ``run``'s source; returns the attempt, which tells how the body came."""
         hooks = AttemptHooks(
-            self._count_attempt, self._begin, self._advance, self._count_request, run.etag_split, run.changed
+            count_attempt=self._count_attempt,
+            begin=self._begin,
+            advance=self._advance,
+            count_request=self._count_request,
+            etag_split=run.etag_split,
+            changed=run.changed,
+        )
+        context = AttemptContext(
+            source=run.source,
+            asset=self.asset,
+            partial=self.partial,
+            clock=self.clock,
+            session=self.session,
+            hooks=hooks,
         )
         log.debug(
             "%s: attempt %d at %s (%d bytes in the partial, %s s left)",
@@ -248,22 +261,13 @@ class AssetJob:
             "unbounded" if (left := self.clock.remaining()) is None else f"{left:.0f}",
         )
         if run.source.path is not None:
-            attempt = FileAttempt(run.source, self.asset, self.partial, self.clock, self.session, hooks)
+            attempt = FileAttempt(context)
         elif wants_huggingface_hub(self.asset, run.source.url):
-            from bake.fetch.hub import HubAttempt  # huggingface_hub loads only for such an entry
+            from bake.fetch.hub_download import HubAttempt  # huggingface_hub loads only for such an entry
 
-            attempt = HubAttempt(run.source, self.asset, self.partial, self.clock, self.session, hooks)
+            attempt = HubAttempt(context)
         else:
-            attempt = HttpAttempt(
-                run.source,
-                self.asset,
-                self.partial,
-                self.clock,
-                self.session,
-                hooks,
-                run.connections,
-                unranged=run.unranged,
-            )
+            attempt = HttpAttempt(context, connections=run.connections, unranged=run.unranged)
         attempt.run()
         return attempt
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from bake.byte_sizes import GIB
 from bake.errors import FetchError
-from bake.units import GIB
 
 # Four connections per asset. A single stream is what a per-connection
 # throttle (the ~2 MiB/s mirror in the brief) caps, so more connections buy

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bake import atomic
+from bake.byte_sizes import MIB, shown_size
 from bake.cache import Cache, PartialState
 from bake.errors import ChecksumMismatch
 from bake.fetch.failures import NO_SPACE_ADVICE, Changed, DiskBound
 from bake.fetch.options import DEFAULT_MIN_FREE, MIN_FREE_SHARE
 from bake.fetch.segments import Claim, Ranges
-from bake.units import MIB, shown_size
 
 log = logging.getLogger(__name__)
 

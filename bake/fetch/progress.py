@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
-from bake.text import escape
-from bake.units import MIB
+from bake.byte_sizes import MIB
+from bake.control_chars import escape
 
 if TYPE_CHECKING:
     from bake.asset import Asset

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Iterable
 
-from bake.units import MIB
+from bake.byte_sizes import MIB
 
 READ_BUF = 256 * 1024  # one read from the network, one pwrite
 PROBE = 4 * MIB  # first ranged request when the size is not known yet

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bake import consumers, manifest, report
+from bake.control_chars import escape
 from bake.harvest import caches, diff, pin
-from bake.text import escape
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -185,7 +185,7 @@ def _with_additions(text: str, additions: dict[HubKey, list[dict]]) -> str:
 def new_text(text: str, plan: Plan) -> str:
     """The manifest text with the plan's entries: additions in place, new entries appended."""
     from bake.add import render_entry  # lazily: the renderers of `bake add`, one of each
-    from bake.add.hub import entry_text
+    from bake.add.hub_repo import entry_text
 
     text = _with_additions(text, plan.additions)
     for asset in plan.assets:

@@ -20,8 +20,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from bake.byte_sizes import GIB
 from bake.hashes import CHUNK, GIT_SHA1_HEX, SHA256_HEX, git_blob_id
-from bake.units import GIB
 
 log = logging.getLogger(__name__)
 

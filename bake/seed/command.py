@@ -30,9 +30,9 @@ import signal
 import sys
 from pathlib import Path
 
+from bake.control_chars import escape
 from bake.errors import UsageError
 from bake.seed import checks, plan, seeder, view
-from bake.text import escape
 
 DEFAULT_ASSETS = "/opt/bake/assets"
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bake import atomic
+from bake.byte_sizes import MIB
 from bake.seed import checks, copier, nodefs, plan, stamp
 from bake.seed.liveness import POLL_S, STALE_S, Partial, Watch
 from bake.seed.right import Right
-from bake.units import MIB
 
 FLOOR_BYTES_PER_S = 32 * MIB  # a local disk, a copy read, hashed and written once
 MARGIN_S = 10.0

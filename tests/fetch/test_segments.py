@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from bake.byte_sizes import MIB
 from bake.fetch.segments import NOT_YET, PROBE, READ_BUF, Claim, ClaimQueue, NotYet, Ranges, piece_size
-from bake.units import MIB
 
 
 @pytest.mark.parametrize(

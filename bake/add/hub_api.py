@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from urllib.parse import quote, urljoin
 
+from bake.byte_sizes import MIB
 from bake.errors import DownloadError, FetchError, ManifestError
 from bake.fetch.clock import Clock
 from bake.fetch.options import FetchOptions
@@ -37,7 +38,6 @@ from bake.fetch.transport import HttpClient
 from bake.hashes import GIT_SHA1_HEX, HUB_ETAG_HEX, SHA256_HEX
 from bake.hub.schema import check_relpath
 from bake.paths import MAX_COMPONENT_BYTES, MAX_PATH_BYTES
-from bake.units import MIB
 from bake.urls import redact_url
 
 log = logging.getLogger(__name__)

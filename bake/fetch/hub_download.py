@@ -16,7 +16,7 @@ cache commit apply. Three things keep it safe:
   policy, not huggingface_hub's own backoff, decides about retries.
 
 The returned file becomes the partial; bake hashes it and commits it like any download.
-The guard sees every request and answer through bake.fetch.hubclient.
+The guard sees every request and answer through bake.fetch.hub_download_client.
 """
 
 from __future__ import annotations
@@ -157,10 +157,10 @@ def _huggingface_hub(cache_root: Path, ssl_context):
         if not _client_factory_set:
             # hf_xet keeps a chunk cache of its own; keep it inside bake's cache, not the user's.
             os.environ.setdefault("HF_XET_CACHE", str(cache_root / "xet"))
-            from bake.fetch import hubclient  # httpx2 comes with huggingface_hub
+            from bake.fetch import hub_download_client  # httpx2 comes with huggingface_hub
 
             huggingface_hub.set_client_factory(
-                hubclient.factory(ssl_context, lambda: getattr(_local, "guard", None))
+                hub_download_client.factory(ssl_context, lambda: getattr(_local, "guard", None))
             )
             from huggingface_hub.utils import disable_progress_bars
 

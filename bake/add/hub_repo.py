@@ -1,7 +1,7 @@
 """``bake add hf://ORG/REPO[@REV]``: pin a Hub repository at a commit and record every selected file.
 
 The revision (a branch, a tag, or nothing for ``main``) is resolved to its commit, and
-the files there are listed page by page (bake.add.listing), every answer checked before
+the files there are listed page by page (bake.add.hub_api), every answer checked before
 it is used. LFS files are recorded with the sha256 the Hub lists, and never downloaded.
 The others are read once, at the pinned commit, through bake's HTTP client, streamed
 through sha256 and git's blob hash and checked against their blob id; no byte of them
@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from bake import manifest, manifestedit
-from bake.add.listing import HubReader, Listed
+from bake.add.hub_api import HubReader, Listed
 from bake.errors import FetchError, ManifestError, UsageError
 from bake.fetch.options import FetchOptions
 from bake.hub.entry import DEFAULT_DOWNLOADER

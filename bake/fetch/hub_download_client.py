@@ -18,7 +18,7 @@ from bake.errors import DownloadError
 
 
 class Guard(Protocol):
-    """What the client asks of an attempt (bake.fetch.hub.Guard is one)."""
+    """What the client asks of an attempt (bake.fetch.hub_download.Guard is one)."""
 
     clock: object
 
