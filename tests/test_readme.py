@@ -137,3 +137,29 @@ def test_the_exit_code_table_is_the_codes_the_commands_declare() -> None:
     assert {name for name, _ in rows} == set(EXIT_CODES), (
         "README: a command's exit codes are not in the table"
     )
+
+
+def _table_synopses() -> list[tuple[str, str]]:
+    """(command, synopsis) for each ``bake COMMAND …`` a row of the README's Commands table shows."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| `bake ")]
+    return [(m.group(1), m.group(0)) for row in rows for m in re.finditer(r"`bake ([a-z][\w-]*)[^`]*`", row)]
+
+
+SYNOPSES = _table_synopses()
+
+
+@pytest.mark.parametrize(("name", "synopsis"), SYNOPSES, ids=[s for _, s in SYNOPSES])
+def test_the_command_table_shows_only_options_the_command_takes(name: str, synopsis: str) -> None:
+    from bake import usage
+
+    taken = {
+        option
+        for words, parser in usage.parsers(build_parser())
+        if words[:1] == (name,)
+        for option in parser._option_string_actions
+    }
+    shown = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", synopsis))
+    assert shown <= taken, (
+        f"README: `{synopsis}` shows {sorted(shown - taken)}, which bake {name} does not take"
+    )

@@ -8,6 +8,7 @@ inside functions count as much as those at the top of a module.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import re
 import subprocess
@@ -130,7 +131,25 @@ LAYERS = {
         "bake.seed.seeder",
         "bake.seed.command",
     ],
-    "the command line": ["bake.usage", "bake.cli", "bake.__main__"],
+    "the commands without a package of their own: each its parser, handler and exit codes": [
+        "bake.usage",
+        "bake.commands",
+        "bake.commands.options",
+        "bake.commands.findings",
+        "bake.commands.fetch",
+        "bake.commands.verify",
+        "bake.commands.manifest",
+        "bake.commands.doctor",
+        "bake.commands.seal",
+        "bake.commands.add",
+        "bake.commands.check_context",
+        "bake.commands.build",
+        "bake.commands.publish",
+        "bake.commands.pin",
+        "bake.commands.cache",
+        "bake.commands.completion",
+    ],
+    "the command line, assembling the commands": ["bake.cli", "bake.__main__"],
 }
 ORDER = [module for layer in LAYERS.values() for module in layer]
 
@@ -224,8 +243,9 @@ def test_cycle_finder(graph: dict[str, set[str]], expected: list[list[str]]) -> 
 
 
 def test_the_walk_sees_type_checking_and_function_local_imports() -> None:
-    # cli imports the fetch package only inside a function; progress imports options only for typing.
-    assert "bake.fetch" in GRAPH["bake.cli"]
+    # fetch's command imports the fetch package only inside a function; progress imports options only
+    # for typing.
+    assert "bake.fetch" in GRAPH["bake.commands.fetch"]
     assert "bake.fetch.options" in GRAPH["bake.fetch.progress"]
 
 
@@ -234,7 +254,15 @@ def test_no_module_under_bake_imports_one_that_imports_it_back() -> None:
 
 
 # A package is one room: its modules may import each other, but no room imports one that imports it back.
-ROOMS = ("bake.fetch", "bake.hub", "bake.testing", "bake.add", "bake.harvest", "bake.context")
+ROOMS = (
+    "bake.fetch",
+    "bake.hub",
+    "bake.testing",
+    "bake.add",
+    "bake.harvest",
+    "bake.context",
+    "bake.commands",
+)
 
 
 def _room(module: str) -> str:
@@ -380,3 +408,45 @@ def test_docstrings_name_only_files_that_exist() -> None:
 def test_the_readme_stays_short() -> None:
     lines = (REPO / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines <= MAX_README_LINES, f"README.md has {lines} lines; move reference material to docs/"
+
+
+# The command line only assembles the commands: each command's module owns its parser, its handler
+# and its exit codes (bake/commands/__init__.py describes the interface).
+MAX_CLI_LINES = 250
+
+
+def test_the_cli_only_assembles_the_commands() -> None:
+    lines = (ROOT / "cli.py").read_text(encoding="utf-8").count("\n")
+    assert lines <= MAX_CLI_LINES, f"bake/cli.py has {lines} lines; a command's code lives in its own module"
+
+
+def _command_modules() -> list:
+    from bake import cli
+
+    return list(cli.COMMANDS)
+
+
+@pytest.mark.parametrize("command", _command_modules(), ids=lambda m: m.__name__)
+def test_every_command_module_exposes_the_same_interface(command) -> None:
+    from bake import usage
+
+    assert isinstance(command.NAME, str) and callable(command.add_parser)
+    assert command.EXIT_CODES[0] == 0 and 2 in command.EXIT_CODES, command.EXIT_CODES
+    assert set(command.EXIT_CODES) <= set(usage.EXIT_MEANINGS), command.EXIT_CODES
+    assert set(command.ENVIRONMENT) <= set(usage.VARIABLES), command.ENVIRONMENT
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    command.add_parser(sub)
+    assert list(sub.choices) == [command.NAME]
+    runs = [p.get_default("run") for words, p in usage.parsers(parser) if words and not p._subparsers]
+    assert runs and all(callable(run) for run in runs), f"{command.NAME}: a parser without run="
+
+
+def test_every_command_module_is_assembled() -> None:
+    """A module under bake/commands/ with add_parser, or a package's command module, is in cli.COMMANDS."""
+    found = {
+        name
+        for name, path in MODULES.items()
+        if name.endswith(".command") or "def add_parser(" in path.read_text(encoding="utf-8")
+    }
+    assert found == {m.__name__ for m in _command_modules()}

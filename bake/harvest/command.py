@@ -19,6 +19,10 @@ from bake import consumers, manifest, report
 from bake.control_chars import escape
 from bake.harvest import caches, diff, pin
 
+NAME = "harvest"
+EXIT_CODES = (0, 1, 2, 3)
+ENVIRONMENT = ("BAKE_MANIFEST", "BAKE_ASSETS")
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Add ``harvest`` to the CLI's sub-parsers."""

@@ -34,6 +34,10 @@ from bake.control_chars import escape
 from bake.errors import UsageError
 from bake.seed import checks, plan, seeder, view
 
+NAME = "seed"
+EXIT_CODES = (0, 2, 3, 6)
+ENVIRONMENT = ("BAKE_ASSETS",)
+
 DEFAULT_ASSETS = "/opt/bake/assets"
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
