@@ -50,7 +50,7 @@ LAYERS = {
     "the Hub's table and cache layout": ["bake.hub.schema", "bake.hub.layout", "bake.hub.scan"],
     "the manifest and the consumer table": [
         "bake.locations",
-        "bake.vllm_assets",
+        "bake.consumers.vllm_assets",
         "bake.consumers",
         "bake.manifest",
     ],

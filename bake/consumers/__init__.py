@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from bake import servefile, vllm_assets
+from bake import servefile
+from bake.consumers import vllm_assets
 from bake.errors import ManifestError
 from bake.hashes import sha256_file
 from bake.hub import layout
@@ -598,7 +599,7 @@ class VllmAssets(Consumer):
     """vLLM's public test assets: ``get_vllm_public_assets`` reads ``vllm_public_assets/<file>`` under
     ``VLLM_ASSETS_CACHE``, the bucket prefix (one per asset class) dropped from the name.
 
-    The rule is data here; where vLLM is installed, ``bake.vllm_assets`` reads what that vLLM does
+    The rule is data here; where vLLM is installed, ``bake.consumers.vllm_assets`` reads what that vLLM does
     (its classes' prefixes for ``manifest check`` and ``harvest``, its envs.py for ``doctor``).
     vLLM checks no hash: any file at the name is used, so a wrong one is read, never re-fetched.
     """
