@@ -51,7 +51,12 @@ LAYERS = {
     "the Hub's table and cache layout": ["bake.hub.schema", "bake.hub.layout", "bake.hub.scan"],
     "the manifest and the consumer table": [
         "bake.locations",
-        "bake.vllm_assets",
+        "bake.consumers.libraries",
+        "bake.consumers.vllm_assets",
+        "bake.consumers.naming",
+        "bake.consumers.serve",
+        "bake.consumers.entries",
+        "bake.consumers.checks",
         "bake.consumers",
         "bake.manifest",
     ],
@@ -257,6 +262,7 @@ def test_no_module_under_bake_imports_one_that_imports_it_back() -> None:
 ROOMS = (
     "bake.fetch",
     "bake.hub",
+    "bake.consumers",
     "bake.testing",
     "bake.add",
     "bake.harvest",

@@ -1,6 +1,6 @@
 """vLLM's public test assets, a built-in consumer, checked against a released vLLM's own code.
 
-The rule (``bake.consumers.VllmAssets``, ``bake.vllm_assets``) is never restated here: vLLM
+The rule (``bake.consumers.VllmAssets``, ``bake.consumers.vllm_assets``) is never restated here: vLLM
 0.34.0's ``vllm/envs.py`` and ``vllm/assets/*.py`` run unchanged (``tests.vllm_site``), with
 only the imports ``get_vllm_public_assets`` does not need stood in, and a download stand-in that
 records and refuses. Where bake serves a file, vLLM's own function must return it with no
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bake import consumers, vllm_assets
+from bake import consumers
+from bake.consumers import vllm_assets
 from bake.manifest import load_manifest, parse_manifest
 from tests.assets import VLLM_BUCKET, VLLM_RELEASE
 from tests.mirror import Mirror
