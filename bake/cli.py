@@ -78,7 +78,22 @@ class _Parser(argparse.ArgumentParser):
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         self._tokens = list(sys.argv[1:] if args is None else args)
-        return super().parse_known_args(args, namespace)
+        namespace, extras = super().parse_known_args(args, namespace)
+        self._refuse_lost_values(namespace)
+        return namespace, extras
+
+    def _refuse_lost_values(self, namespace: argparse.Namespace) -> None:
+        """argparse before Python 3.12 reads ``--repository=--`` as "end of options" inside the value and
+        stores an empty list where a string belongs, which a command would only trip over later."""
+        for action in self._actions:
+            if action.nargs is not None or not action.option_strings:
+                continue
+            value = getattr(namespace, action.dest, None)
+            if value is action.default:
+                continue
+            values = value if isinstance(action, argparse._AppendAction) else [value]
+            if any(isinstance(v, list) for v in values):
+                self.error(f"argument {action.option_strings[-1]}: expected a value, got '--'")
 
     def _parsed_by(self) -> _Parser:
         """The innermost (sub)parser that read the command line: the one whose options apply."""

@@ -52,6 +52,25 @@ def test_a_misspelt_option_is_named_with_the_closest_real_one(
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["pin", "--repository=--", "Dockerfile"],
+        ["publish", "--manifest", "m.toml", "--repository=--"],
+        ["fetch", "--manifest=--", "--dest", "out"],
+        ["fetch", "--dest", "out", "--group=--"],
+    ],
+    ids=["pin", "publish", "a path option", "a repeated option"],
+)
+def test_an_option_whose_value_is_a_double_dash_is_a_usage_error(args: list[str], tmp_path: Path) -> None:
+    # Python 3.10 and 3.11's argparse store an empty list for `--opt=--`; it once reached pin as a traceback.
+    proc = bake(*args, cwd=tmp_path)
+    option = next(a for a in args if a.endswith("=--")).removesuffix("=--")
+    assert proc.returncode == 2, proc.stderr
+    assert f"argument {option}: expected a value, got '--'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_build_outside_git_suggests_what_build_takes(tmp_path: Path) -> None:
     proc = bake("build", cwd=tmp_path, env={"GIT_CEILING_DIRECTORIES": str(tmp_path)})
     assert proc.returncode == 4, proc.stderr
