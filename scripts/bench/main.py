@@ -121,8 +121,8 @@ def _write(out: Path, report: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    chosen = {mode: getattr(args, mode.flag.replace("-", "_")) for mode in MODES}
-    mode, value = next(((m, v) for m, v in chosen.items() if v not in (None, False)), (FULL_RUN, None))
+    chosen = ((mode, getattr(args, mode.flag.replace("-", "_"))) for mode in MODES)
+    mode, value = next(((m, v) for m, v in chosen if v not in (None, False)), (FULL_RUN, None))
     profile = SMOKE if args.smoke else FULL
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds, so every daemon is stopped
     for var in PROXY_VARS:  # loopback only: no client may route through a proxy
