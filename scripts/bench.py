@@ -3,7 +3,8 @@
 
     scripts/bench.py [--smoke] [--json OUT]        (as root; default OUT .work/bench.json)
 
-The bench itself is the package scripts/bench/, one module per job (see scripts/bench/main.py).
+The bench itself is the package scripts/bench/, one module per job (see scripts/bench/main.py); its
+measures, their targets and its modes are one registry, scripts/bench/measures.py.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""The bench's report (issue 28 finding 11): a missing plotter costs the plot, never the figures."""
+"""The bench's report (issue 28 finding 11): a missing plotter costs the plot, never the figures; and
+docs/performance.md's table of measures is the bench's registry's (issue 41)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -29,3 +31,26 @@ def test_a_missing_plotter_costs_the_plot_only(
     printed = capsys.readouterr()
     assert "| the table |" in printed.out
     assert "matplotlib" in printed.err and not (tmp_path / "scale.png").exists()
+
+
+def _table_rows(text: str) -> list[list[str]]:
+    """The cells of the table headed ``| # | measure |``, a list per row (escaped pipes kept in a cell)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| # | measure |"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]])
+    return rows
+
+
+@pytest.mark.timeout(30)
+def test_the_performance_table_is_the_registrys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    from bench.measures import MEASURES
+
+    rows = _table_rows((REPO / "docs/performance.md").read_text(encoding="utf-8"))
+    assert [(row[0], row[1], row[-1]) for row in rows] == [
+        (str(m.number), m.name, m.target) for m in MEASURES
+    ]

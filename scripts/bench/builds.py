@@ -26,6 +26,9 @@ from bench.engine import Engine, Registry
 from bench.fleet import bench_fleet
 from bench.processes import free_port, mirror, run
 
+PLAIN = ["docker", "buildx", "bake", *BAKE_FILES, "--progress=plain", "image"]  # the image, as CI builds it
+BASE_A, BASE_B = (f"local/rocm-standin:{tag}" for tag in STANDINS)  # the base, and the bumped one
+
 
 @dataclass
 class Push:
@@ -134,33 +137,37 @@ class Builds:
         return self.engine.layers(ref)[start : start + count]
 
     def run_all(self) -> dict:
-        base_a, base_b = (f"local/rocm-standin:{tag}" for tag in STANDINS)
-        plain = ["docker", "buildx", "bake", *BAKE_FILES, "--progress=plain", "image"]
-        build = [sys.executable, "-m", "bake", "build", "--assets-image", self.assets_repo]
-        via_assets_image = [*build, "--", *BAKE_FILES, "--progress=plain", "image"]
-        image_a, image_b = f"{self.image_repo}:bookworm", f"{self.image_repo}:bookworm-slim"
-        assets_ref = f"{self.assets_repo}:{self.digest}"
+        image_a = f"{self.image_repo}:bookworm"
+        warm, layer = self._warm_rebuild(image_a)
+        base_bump = self._base_bump(image_a, layer)
+        fresh = self._fresh_builder(image_a, warm["cold_seconds"])
+        return {"warm_rebuild": warm, "base_bump": base_bump, "fresh_builder": fresh}
 
+    def _warm_rebuild(self, image_a: str) -> tuple[dict, str]:
+        """Measure 4: a cold build, then the same again; the figures, and the cold build's asset layer."""
         log("builds: warm rebuild")
-        cold_s, cold_bytes = self.bake("cold-build", plain, self.env())
-        layer = self.asset_layer(image_a, base_a)
-        warm_s, warm_bytes = self.bake("warm-build", plain, self.env())
-        warm = {
+        cold_s, cold_bytes = self.bake("cold-build", PLAIN, self.env())
+        layer = self.asset_layer(image_a, BASE_A)
+        warm_s, warm_bytes = self.bake("warm-build", PLAIN, self.env())
+        return {
             "cold_seconds": cold_s,
             "cold_asset_bytes": cold_bytes,
             "warm_seconds": warm_s,
             "warm_asset_bytes": warm_bytes,
             "warm_vs_cold": warm_s / cold_s,
-            "same_asset_layer": self.asset_layer(image_a, base_a) == layer,
-        }
+            "same_asset_layer": self.asset_layer(image_a, BASE_A) == layer,
+        }, layer
 
+    def _base_bump(self, image_a: str, layer: str) -> dict:
+        """Measure 5: the first image pushed, then the image on the other base built and pushed."""
+        image_b = f"{self.image_repo}:bookworm-slim"
         log("builds: base bump")
         first = self.push("push-first-base", image_a, layer)
         bump_s, bump_bytes = self.bake(
-            "base-bump-build", plain, self.env(BASE_IMAGE=base_b, IMAGE_TAG="bookworm-slim")
+            "base-bump-build", PLAIN, self.env(BASE_IMAGE=BASE_B, IMAGE_TAG="bookworm-slim")
         )
-        bumped = self.push("push-base-bump", image_b, self.asset_layer(image_b, base_b))
-        base_bump = {
+        bumped = self.push("push-base-bump", image_b, self.asset_layer(image_b, BASE_B))
+        return {
             "first_push_asset_layer_status": first.asset_layer_status,
             "first_push_asset_layer_bytes": first.asset_layer_bytes_uploaded,
             "build_seconds": bump_s,
@@ -170,24 +177,28 @@ class Builds:
             "asset_layer_bytes_uploaded": bumped.asset_layer_bytes_uploaded,
             "asset_layer_compressed_bytes": bumped.asset_layer_compressed_bytes,
             "new_blob_bytes": bumped.new_blob_bytes,
-            "same_asset_layer": self.asset_layer(image_b, base_b) == layer,
+            "same_asset_layer": self.asset_layer(image_b, BASE_B) == layer,
         }
 
+    def _fresh_builder(self, image_a: str, cold_s: float) -> dict:
+        """Measure 6 (and the fleet's, 8): the assets image published, then built on a wiped engine."""
+        build = [sys.executable, "-m", "bake", "build", "--assets-image", self.assets_repo]
+        via_assets_image = [*build, "--", *BAKE_FILES, "--progress=plain", "image"]
         log("builds: publish the assets image")
         before = self.registry.blobs()
         publish_s, publish_bytes = self.bake("publish-assets-image", via_assets_image, self.env())
         publish_new = sum(n for d, n in self.registry.blobs().items() if d not in before)
         pulled = sum(blob["size"] for blob in self.registry.manifest("bake-assets", self.digest)["layers"])
-        fleet_env = self.env(BASE_IMAGE=base_b, FETCH_IMAGE=base_a)
-        published = self.block_layers(image_a, base_a)
+        fleet_env = self.env(BASE_IMAGE=BASE_B, FETCH_IMAGE=BASE_A)
+        published = self.block_layers(image_a, BASE_A)
         fleet = bench_fleet(self.bake, fleet_env, self.src, self.work, self.logs, self.engine, self.registry)
 
         log("builds: fresh builder (engine data root deleted; the registry stays)")
         self.engine.wipe()
         self.pull_standins()
         fresh_s, fresh_bytes = self.bake("fresh-builder-build", via_assets_image, self.env())
-        fresh = {
-            "assets_image": assets_ref,
+        return {
+            "assets_image": f"{self.assets_repo}:{self.digest}",
             "publish_seconds": publish_s,
             "publish_asset_bytes_from_mirror": publish_bytes,
             "publish_new_blob_bytes": publish_new,
@@ -196,10 +207,9 @@ class Builds:
             "registry_asset_bytes": pulled,
             "vs_cold": fresh_s / cold_s,
             # The block's layers (a unit's, the index's), as the build before the wipe made them.
-            "same_asset_layer": self.block_layers(image_a, base_a) == published,
+            "same_asset_layer": self.block_layers(image_a, BASE_A) == published,
             "fleet": fleet,
         }
-        return {"warm_rebuild": warm, "base_bump": base_bump, "fresh_builder": fresh}
 
 
 def bench_builds(

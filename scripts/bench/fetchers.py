@@ -112,6 +112,13 @@ def median_of(runs: int, measure) -> float:
 
 def bench_fetch(profile: Profile, fetcher: Fetcher, root: Path, logs: Path) -> dict:
     """Measures 1-3."""
+    results = _cold_fetch(profile, fetcher, root, logs)
+    results["interrupted"] = _interrupted(profile, fetcher, root, logs)
+    return results
+
+
+def _cold_fetch(profile: Profile, fetcher: Fetcher, root: Path, logs: Path) -> dict:
+    """Measures 1 and 3: each client in turn against the throttled mirror."""
     n, size = profile.connections, profile.size
     results: dict = {}
     with mirror(fetcher.src, root, logs, rate=profile.rate) as served:
@@ -155,7 +162,12 @@ def bench_fetch(profile: Profile, fetcher: Fetcher, root: Path, logs: Path) -> d
         "limit_seconds": limit,
         "bake_vs_limit_ratio": bake_n / limit,
     }
+    return results
 
+
+def _interrupted(profile: Profile, fetcher: Fetcher, root: Path, logs: Path) -> dict:
+    """Measure 2: bake, then the baseline, against a mirror that cuts every connection once at 50 %."""
+    n, size = profile.connections, profile.size
     log("interrupted transfer: every connection cut once at 50 %")
     with mirror(fetcher.src, root, logs, rate=profile.rate, drop_at=0.5) as served:
         bake_cut = fetcher.bake(served.url, n)
@@ -165,7 +177,7 @@ def bench_fetch(profile: Profile, fetcher: Fetcher, root: Path, logs: Path) -> d
         base_cut, runs = fetcher.baseline(served.url, rerun_on_error=True)
     base_bytes = served.sent(CHECKPOINT_MIRROR_PATH)
     log(f"  baseline: {base_bytes / size:.3f} x the file in {base_cut:.2f} s ({runs} runs)")
-    results["interrupted"] = {
+    return {
         "bake_bytes": bake_bytes,
         "bake_ratio": bake_bytes / size,
         "bake_seconds": bake_cut,
@@ -174,7 +186,6 @@ def bench_fetch(profile: Profile, fetcher: Fetcher, root: Path, logs: Path) -> d
         "baseline_seconds": base_cut,
         "baseline_runs": runs,
     }
-    return results
 
 
 def _bake_default_connections(src: Path) -> int:

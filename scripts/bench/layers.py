@@ -138,6 +138,21 @@ PULLERS = {"classic": ("classic", pull_wiped), "containerd": ("containerd", pull
 PULLERS["containerd_daemon"] = ("containerd", _pull_in_daemon)
 
 
+def _in_two_steps(engine: Engine, refs: dict[str, str], variants: dict[str, dict], repeats: int) -> None:
+    """Time containerd's fetch and unpack apart, each variant in turn, into its row of ``variants``."""
+    for variant in in_turn(list(refs), repeats):
+        fetch, unpack = _phases(engine, refs[variant])
+        variants[variant].setdefault("containerd_fetch_runs", []).append(fetch)
+        variants[variant].setdefault("containerd_unpack_runs", []).append(unpack)
+    for variant, row in variants.items():
+        for step in ("fetch", "unpack"):
+            row[f"containerd_{step}_seconds"] = statistics.median(row[f"containerd_{step}_runs"])
+        log(
+            f"  containerd in two steps, {variant}: fetch {row['containerd_fetch_seconds']:.2f} s, "
+            f"unpack {row['containerd_unpack_seconds']:.2f} s"
+        )
+
+
 def bench_cold_pull(profile: Profile, work: Path, logs: Path) -> dict:
     """Measure 11 (see the module)."""
     size = profile.size * 2
@@ -183,17 +198,7 @@ def bench_cold_pull(profile: Profile, work: Path, logs: Path) -> dict:
                 row[f"{column}_vs_raw_floor"] = raw_floor["floor_seconds"] / row[f"{column}_seconds"]
                 floors = f"floor {row['floor_seconds']:.2f} s, raw {raw_floor['floor_seconds']:.2f} s"
                 log(f"  {column}, {variant}: {row[f'{column}_seconds']:.2f} s ({floors})")
-        for variant in in_turn(list(refs), repeats):  # the containerd engine is the one running
-            fetch, unpack = _phases(engines["containerd"], refs[variant])
-            result["variants"][variant].setdefault("containerd_fetch_runs", []).append(fetch)
-            result["variants"][variant].setdefault("containerd_unpack_runs", []).append(unpack)
-        for variant, row in result["variants"].items():
-            for step in ("fetch", "unpack"):
-                row[f"containerd_{step}_seconds"] = statistics.median(row[f"containerd_{step}_runs"])
-            log(
-                f"  containerd in two steps, {variant}: fetch {row['containerd_fetch_seconds']:.2f} s, "
-                f"unpack {row['containerd_unpack_seconds']:.2f} s"
-            )
+        _in_two_steps(engines["containerd"], refs, result["variants"], repeats)  # the one running
         return result
     finally:
         for engine in engines.values():

@@ -1,44 +1,13 @@
 """Benchmark bake side by side with its peers, and the reuse of its asset layer.
 
-    scripts/bench.py [--smoke] [--scale | --layers | --pull | --copied | --hub-units | --signing
-        | --round-trips [OLD] | --compare OLD] [--plot PNG] [--json OUT]
+    scripts/bench.py [--smoke] [--scale | --layers | --pull | --hub-units | --round-trips [OLD]
+        | --compare OLD | --copied | --signing] [--plot PNG] [--json OUT]
         (as root; default OUT .work/bench.json)
 
-One run measures, and prints as a table:
-  1. cold fetch: a generated file from a loopback mirror throttled per connection,
-     fetched by bake (8 connections, then its default), by a copy of s3tokenizer's
-     own download loop (one urllib stream, 8 KiB reads, hash after) and by aria2c
-     (8 connections), against the physical limit (connections x rate);
-  2. interrupted transfer: the mirror cuts every connection once at 50 %; bytes
-     the server sent / file size, for bake and for the baseline re-run from zero;
-  3. verification overhead: bake / aria2c without a checksum, equal connections;
-  4. warm rebuild, 5. base bump, 6. fresh builder: image builds in a second,
-     throw-away dockerd (own data root, exec root, pid file and unix socket)
-     pushing to a throw-away registry; mirror bytes, registry uploads, wall time;
-  7. entrypoint: median of `bake-entrypoint true` against `true` (two files, served and unset);
-  8. an agent's pull of the stand-in's ci_base, twice (bench/fleet.py);
-  9. scale: job start at 10, 1,000 and 10,000 files (fresh, empty, served; node storage; a Hub
-     repository), beside `cp -rs` of the same tree, and `bake manifest digest` and `bake seal` at
-     10,000 Hub files, and `bake harvest` of 10,000 cached Hub files, 1 in 100 damaged; drawn as
-     docs/performance-scale.png (matplotlib: the [bench] extra);
- 10. runner line: `bake_env=$(bake-entrypoint --print-env) || exit; eval "$bake_env"` where
-     vLLM's native runner calls it (fresh TMPDIR and XDG_CACHE_HOME, an HF_HOME an earlier job
-     seeded), at 3, 9 and 27 locations (bench/runner_line.py).
- 11. cold pull: one asset unit of random bytes (twice the profile's file) pushed stored (as bake
-     publishes weights), zstd and gzip; an empty engine pulls each, classic and containerd store, and
-     the containerd store's daemon alone (ctr), each blob in turn, against the floor: curl of the blob
-     through sha256sum and tar -x, and the raw bytes' floor (bench/layers.py; --pull runs it alone);
- 12. changes: the vLLM stand-in with three units, its ci_base's stand-in source builds 60 s of CPU;
-     add a small asset, bump a unit, change the requirements: the builder's wall time and re-run
-     steps (BuildKit's rawjson), and the bytes an agent pulls (the registry's log), classic and
-     containerd store, with the block after the slow steps and first (bench/changes.py);
- 14. Hub units: what one more layer costs an agent's pull against the bytes that cost as much (how the
-     Hub file threshold was chosen); a config-only bump of a loopback Hub repository (a weights file and
-     small files) published, pinned and built, and the bytes an agent pulls for it, classic and
-     containerd store; one file in two repositories: what the registry stores and an agent pulls
-     (bench/hubunits.py; --hub-units runs it alone);
- 15. first seeding: twice the profile's file (1 GiB) copied into node storage by bake-entrypoint
-     (bake seed), beside its floor on the same disk: cp, then sha256sum of the copy (bench/seeding.py).
+One run measures every measure but 13 and prints their verdicts as a table; a mode (the exclusive group)
+runs some alone. The measures (number, name, what, the step that measures it, whether that needs the
+toolchain, target, the modes that run it) are one registry, scripts/bench/measures.py, which also
+holds the modes; `scripts/bench.py --help` lists both. Four modes print tables of their own:
 --round-trips [OLD] runs measure 13 alone: the registry requests and round trips of `bake publish` and
 `bake pin` per unit, through a proxy that delays each request (bench/round_trips.py); with OLD, on that
 commit's bake too, side by side.
@@ -67,34 +36,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bake.manifest import manifest_digest, parse_manifest
-from bench.builds import bench_builds
-from bench.changes import bench_changes
-from bench.common import (
-    BENCH_MANIFEST,
-    CHECKPOINT_MIRROR_PATH,
-    FULL,
-    MIB,
-    PROXY_VARS,
-    REPO,
-    SMOKE,
-    Profile,
-    log,
-)
-from bench.compare import bench_compare, compare_table
-from bench.copied import bench_copied_units, copied_table
-from bench.entrypoint import bench_entrypoint
-from bench.fetchers import Fetcher, bench_fetch
-from bench.files import bench_manifest, generate, snapshot
-from bench.hubunits import bench_hub_units
-from bench.layers import bench_cold_pull
+from bench.common import FULL, PROXY_VARS, REPO, SMOKE, Profile, log
+from bench.measures import FULL_RUN, MEASURES, MODES, Context, Mode, Step, prepare
 from bench.plot import draw
 from bench.report import machine, publish, verdicts
-from bench.round_trips import bench_round_trips, round_trips_table
-from bench.runner_line import bench_runner_line
-from bench.scale import bench_scale
-from bench.seeding import bench_seeding
-from bench.signing import bench_signing, signing_table
 
 PLOT = REPO / "docs/performance-scale.png"
 
@@ -114,79 +59,26 @@ def toolchain() -> tuple[str, bool]:
     return values["BAKE_REGISTRY"], started
 
 
-def _measure(
-    profile: Profile,
-    work: Path,
-    logs: Path,
-    standin_registry: str,
-    scale_only: bool,
-    compare: str | None,
-    layers_only: str = "",
-) -> dict:
-    """Run the measures in ``work``: every one, 7, 9 and 10 alone (``scale_only``), 11 and 12 alone
-    (``layers_only`` "layers"), 11 alone ("pull"), 14 alone ("hub-units"), or the comparison with commit
-    ``compare``. Returns
-    them, and the generated file when there is one."""
-    if compare:
-        return {"measures": {"compare": bench_compare(profile, compare, work, logs)}}
-    if layers_only == "copied":
-        return {"measures": {"copied": bench_copied_units(work / "copied", logs, standin_registry)}}
-    if layers_only == "signing":
-        src = snapshot(work / "src", bench_manifest("0" * 64, 0))
-        return {
-            "measures": {"signing": bench_signing(profile, work / "signing", logs, standin_registry, src)}
-        }
-    if layers_only == "pull":
-        return {"measures": {"cold_pull": bench_cold_pull(profile, work / "cold-pull", logs)}}
-    if layers_only == "hub-units":
-        src = snapshot(work / "src", bench_manifest("0" * 64, 0))
-        found = bench_hub_units(profile, src, work / "hub-units", logs, standin_registry)
-        return {"measures": {"hub_units": found}}
-    if layers_only:
-        src = snapshot(work / "src", bench_manifest("0" * 64, 0))
-        measures = {"cold_pull": bench_cold_pull(profile, work / "cold-pull", logs)}
-        measures["changes"] = bench_changes(profile, src, work / "changes", logs, standin_registry)
-        return {"measures": measures}
-    if scale_only:  # no asset to fetch or build: the checkout as it is
-        src = snapshot(work / "src", bench_manifest("0" * 64, 0))
-        measures = {
-            "entrypoint": bench_entrypoint(profile, src, work),
-            "scale": bench_scale(profile, src, work),
-            "runner_line": bench_runner_line(profile, src, work),
-            "seeding": bench_seeding(profile, src, work),
-        }
-        return {"measures": measures}
-    root = work / "mirror"
-    log(f"generating {profile.size / MIB:.0f} MiB")
-    sha256 = generate(root / CHECKPOINT_MIRROR_PATH, profile.size)
-    text = bench_manifest(sha256, profile.size)
-    digest = manifest_digest(parse_manifest(text))
-    src = snapshot(work / "src", text)
-    fetcher = Fetcher(src, work, logs, src / BENCH_MANIFEST, sha256, profile.size)
-    measures = bench_fetch(profile, fetcher, root, logs)
-    measures.update(bench_builds(profile, src, root, work, logs, digest, standin_registry))
-    measures["entrypoint"] = bench_entrypoint(profile, src, work)
-    measures["scale"] = bench_scale(profile, src, work)
-    measures["runner_line"] = bench_runner_line(profile, src, work)
-    measures["seeding"] = bench_seeding(profile, src, work)
-    measures["cold_pull"] = bench_cold_pull(profile, work / "cold-pull", logs)
-    measures["changes"] = bench_changes(profile, src, work / "changes", logs, standin_registry)
-    measures["hub_units"] = bench_hub_units(profile, src, work / "hub-units", logs, standin_registry)
-    return {
-        "measures": measures,
-        "file": {"size_bytes": profile.size, "sha256": sha256, "manifest_digest": digest},
-    }
+def _measure(context: Context, steps: tuple[Step, ...]) -> dict:
+    """Run ``steps`` in ``context``; return their figures, and the generated file when there is one."""
+    generated = prepare(context, steps)
+    measures: dict = {}
+    for step in steps:
+        measures.update(step.measure(context))
+    return {"measures": measures, "file": generated} if generated else {"measures": measures}
 
 
-def _run(profile: Profile, scale_only: bool, compare: str | None = None, layers_only: str = "") -> dict:
+def _run(profile: Profile, mode: Mode, old: str | None) -> dict:
     """Measure in a throw-away work directory; its logs are kept when a step fails."""
-    standin_registry, toolchain_started = ("", False) if scale_only or compare else toolchain()
+    steps = mode.run_steps
+    needs_toolchain = any(step.toolchain for step in steps)
+    standin_registry, toolchain_started = toolchain() if needs_toolchain else ("", False)
     work = Path(tempfile.mkdtemp(prefix="bake-bench-"))
     logs = work / "logs"
     logs.mkdir()
     log(f"profile {profile.name}; work directory {work}")
     try:
-        found = _measure(profile, work, logs, standin_registry, scale_only, compare, layers_only)
+        found = _measure(Context(profile, work, logs, standin_registry, old), steps)
     except BaseException:
         for entry in work.iterdir():  # the generated file and engine data are large; the logs explain
             if entry == logs:
@@ -205,96 +97,51 @@ def _run(profile: Profile, scale_only: bool, compare: str | None = None, layers_
     return found
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _parser() -> argparse.ArgumentParser:
+    """The command line: the profile and outputs, and the modes, of which a run takes one at most."""
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog=f"without a mode: {FULL_RUN.help}. The measures:\n"
+        + "\n".join(f"{m.number:>3}. {m.name}: {m.what}" for m in MEASURES),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--smoke", action="store_true", help="small file and fewer runs (about two minutes)")
     parser.add_argument("--json", type=Path, default=REPO / ".work/bench.json", help="write the results here")
-    parser.add_argument(
-        "--scale",
-        action="store_true",
-        help="measures 7, 9, 10 and 15 only (the entrypoint, at scale, the runner's line, a first seeding)",
-    )
-    parser.add_argument(
-        "--compare",
-        metavar="OLD",
-        help="measures 1, 7, 10 (2 files) and 9 (its most files) on commit OLD and this checkout, in turn",
-    )
-    parser.add_argument(
-        "--layers",
-        action="store_true",
-        help="measures 11 and 12 only (a cold pull of one unit three ways; each change's builder and pulls)",
-    )
-    parser.add_argument(
-        "--pull", action="store_true", help="measure 11 only (a cold pull of one unit three ways)"
-    )
-    parser.add_argument(
-        "--copied",
-        action="store_true",
-        help="which blob a unit's layer has in an image that uses it, per Dockerfile shape, push and store",
-    )
-    parser.add_argument(
-        "--hub-units",
-        action="store_true",
-        help="measure 14 only (a layer's cost; a config-only bump of a Hub repository; a file in two)",
-    )
-    parser.add_argument(
-        "--signing",
-        action="store_true",
-        help="what `publish --sign` and `pin --verify-key` add, for a three-unit manifest",
-    )
-    parser.add_argument(
-        "--round-trips",
-        nargs="?",
-        const="",
-        metavar="OLD",
-        help="measure 13 only: registry requests and round trips of publish and pin; OLD: that commit's too",
-    )
     parser.add_argument("--plot", type=Path, help=f"draw measure 9 here (the full profile: {PLOT})")
-    args = parser.parse_args(argv)
+    modes = parser.add_mutually_exclusive_group()
+    for mode in MODES:
+        modes.add_argument(f"--{mode.flag}", help=mode.help, **mode.option)
+    return parser
+
+
+def _write(out: Path, report: dict) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    chosen = ((mode, getattr(args, mode.flag.replace("-", "_"))) for mode in MODES)
+    mode, value = next(((m, v) for m, v in chosen if v not in (None, False)), (FULL_RUN, None))
     profile = SMOKE if args.smoke else FULL
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds, so every daemon is stopped
     for var in PROXY_VARS:  # loopback only: no client may route through a proxy
         os.environ.pop(var, None)
         os.environ.pop(var.upper(), None)
     t0 = time.perf_counter()
-    if args.compare:
-        found = _run(profile, False, args.compare)["measures"]["compare"]
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps({"profile": profile.name, "machine": machine(), **found}, indent=2) + "\n"
-        )
-        print(compare_table(found))
+    found = _run(profile, mode, value if isinstance(value, str) else None)
+    if mode.table:  # a mode of its own table: its one step's figures, at the JSON's top
+        (figures,) = found["measures"].values()
+        named = {"profile": profile.name} if mode.profiled else {}
+        _write(args.json, {**named, "machine": machine(), **figures})
+        print(mode.table(figures))
         return 0
-    if args.signing:
-        found = _run(profile, False, layers_only="signing")["measures"]["signing"]
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps({"profile": profile.name, "machine": machine(), **found}, indent=2) + "\n"
-        )
-        print(signing_table(found))
-        return 0
-    if args.round_trips is not None:
-        work = Path(tempfile.mkdtemp(prefix="bake-bench-"))
-        (work / "logs").mkdir()
-        found = bench_round_trips(work, work / "logs", args.round_trips or None)
-        shutil.rmtree(work)
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"machine": machine(), **found}, indent=2) + "\n")
-        print(round_trips_table(found))
-        return 0
-    alone = {"pull": args.pull, "layers": args.layers, "hub-units": args.hub_units}
-    layers_only = next((name for name, on in alone.items() if on), "")
-    if args.copied:
-        found = _run(profile, False, layers_only="copied")["measures"]["copied"]
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"machine": machine(), **found}, indent=2) + "\n")
-        print(copied_table(found))
-        return 0
-    found = _run(profile, args.scale, layers_only=layers_only)
-    command = "scripts/bench.py" + (" --smoke" if args.smoke else "") + (" --scale" if args.scale else "")
-    command += f" --{layers_only}" if layers_only else ""
+    command = (
+        "scripts/bench.py" + (" --smoke" if args.smoke else "") + (f" --{mode.flag}" if mode.flag else "")
+    )
     report = {"profile": profile.name, "command": command, "machine": machine(), **found}
     report["seconds"] = time.perf_counter() - t0
     report["targets"] = verdicts(report["measures"])
-    plotted = publish(report, args.json, args.plot or (None if args.smoke or layers_only else PLOT), draw)
+    drawn = not args.smoke and any(m.number == 9 for m in mode.measures)
+    plotted = publish(report, args.json, args.plot or (PLOT if drawn else None), draw)
     return 0 if plotted or not args.plot else 1  # a plot asked for by name is part of the result

@@ -127,16 +127,14 @@ def bench_runner_line(
     return result
 
 
-def runner_line_row(m: dict) -> tuple:
+def runner_line_row(m: dict) -> tuple[str, bool]:
     """Row 10 of the verdicts."""
     rl = m["runner_line"]
     seen = ", ".join(f"{n} locations {v['line_ms']:.2f} ms" for n, v in rl["locations"].items())
     steps = rl["ms_per_location"].values()
     per = ", ".join(f"{v:.2f} ms ({k})" for k, v in rl["ms_per_location"].items())
     return (
-        "10. runner line",
         f"`{rl['line']}` in a fresh job (TMPDIR, XDG_CACHE_HOME just made; HF_HOME seeded before), "
         f"{rl['shell']}, median of {rl['runs']}: {seen}; per further location {per}",
-        f"<= {TARGET_MS} ms at 2 files; linear in locations",
         rl["line_ms_two_files"] <= TARGET_MS and max(steps) <= max(LINEAR_FACTOR * min(steps), NOISE_MS),
     )
