@@ -16,6 +16,9 @@ KIB = 1024
 MIB = 1024 * KIB
 INDEX_FILES = ("SHA256SUMS", "bake.lock.json")
 
+# No engine answers here: a command that reached for one fails loudly instead of quietly succeeding.
+NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+
 # Lines for the terminal summary (the fault table), filled by the tests that measure something.
 SUMMARY = pytest.StashKey[list[str]]()
 

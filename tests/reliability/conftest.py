@@ -1,4 +1,4 @@
-"""Reliability suite fixtures: the image tests' image fixtures, and the fault table in the summary."""
+"""Reliability suite fixtures: the image tests' image, a tmpfs, an engine that lies; the fault table."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tests.image import fail_or_skip
 from tests.image.conftest import image, run  # noqa: F401
 
 from . import SUMMARY
+from .lying_engine import LyingEngine
 
 # Property tests (test_properties.py): every example runs the real CLI, so examples are few.
 # CI runs a fixed seed (derandomize) so a red run reproduces; HYPOTHESIS_PROFILE=thorough
@@ -52,6 +53,12 @@ def tmpfs(tmp_path: Path) -> Iterator[Callable[..., Path]]:
     yield mount
     for where in reversed(mounted):
         subprocess.run(["umount", str(where)], check=True)
+
+
+@pytest.fixture
+def lying_engine(tmp_path: Path) -> Iterator[LyingEngine]:
+    with LyingEngine(tmp_path / "engine.sock") as engine:
+        yield engine
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:

@@ -41,7 +41,7 @@ CASES: dict[str, tuple[str, str]] = {
     "sha256-non-hex": (bad(sha256="g" * 64), "'bad'"),
     "sha256-empty": (bad(sha256=""), "'bad'"),
     "sha256-a-number": (bad(sha256=12345), "'bad'"),
-    # sha256:HEX is accepted since round 5 (tests/reliability/test_round5.py); other prefixes, or a
+    # sha256:HEX is accepted since round 5 (tests/reliability/test_manifest_hostile.py); other prefixes, or a
     # prefix before a short digest, are not.
     "sha256-with-another-prefix": (bad(sha256="sha512:" + HEX), "'bad'"),
     "sha256-prefix-short-hex": (bad(sha256="sha256:" + HEX[:63]), "'bad'"),
