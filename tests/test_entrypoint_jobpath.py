@@ -325,7 +325,7 @@ def _source_of(mountpoint: Path) -> str:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("jobs", BURSTS)
 def test_a_burst_of_jobs_at_once_on_a_lockless_volume_copy_once_and_all_serve_it(
-    big_assets: AssetMaker, shim: Path, jobs: int
+    big_assets: AssetMaker, shim: Path, slow: Path, jobs: int
 ) -> None:
     dash = resolved(SHELLS[0])
     made = new_box(dash, big_assets)
@@ -335,7 +335,14 @@ def test_a_burst_of_jobs_at_once_on_a_lockless_volume_copy_once_and_all_serve_it
         (home / "other").mkdir(parents=True)
         (home / "other" / "kept.bin").write_bytes(b"an earlier job's model")
         before = _written_kib(volume)
-        env = made.env(MODEL_HOME=home, BAKE_REQUIRE=1, **nolock.environment(shim, volume))
+        # On a slow disk (each write 250 ms), so that the copy is still in progress when the other jobs
+        # look, however quiet the machine: on an idle one the copy could end before any of them started.
+        disk = nolock.slow_disk(slow, volume, 250)
+        env = made.env(
+            MODEL_HOME=home,
+            BAKE_REQUIRE=1,
+            **{**disk, **nolock.environment(shim, volume), "LD_PRELOAD": f"{shim} {slow}"},
+        )
         # Released together: each job blocks on its stdin until every one of them has started.
         started = [
             subprocess.Popen(
