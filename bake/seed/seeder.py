@@ -148,7 +148,12 @@ class _Seeding:
                     self.notes.append(f"waited {waited:.0f} s for another copier's copy into {self.where}")
                 return None
             if self._took(right, wait):
-                return self._copy(state_fd, right.where, missing)
+                # The copier before may have installed them between that look and its letting go: look
+                # again now that no other copier can, or this one would copy them a second time.
+                missing = plan.look(self.loc_fd, self.where, missing).missing
+                if missing:
+                    return self._copy(state_fd, right.where, missing)
+                continue
             if time.monotonic() >= wait.deadline:
                 return Outcome(MOVED, _ran_out(wait.deadline - wait.started, wait.bytes), 6)
             time.sleep(POLL_S)
