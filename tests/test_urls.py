@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from bake import urls
 from bake.errors import ManifestError
 from bake.urls import check_url, is_credential_param, is_loopback_host, redact_url
 
@@ -83,3 +84,19 @@ def test_a_refused_url_never_shows_its_password() -> None:
     with pytest.raises(ManifestError) as caught:
         check_url("ftp://user:secret@example.com/f", allow_http=False, where="asset 'a'")
     assert "secret" not in str(caught.value) and "user:***@example.com" in str(caught.value)
+
+
+# -- issue 29 finding 11: messages never show a query credential -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://h/f?token=abc&rev=2", "https://h/f?token=***&rev=2"),
+        ("https://u:pw@h/f?X-Amz-Signature=abc#x", "https://u:***@h/f?X-Amz-Signature=***#x"),
+        ("https://h/f?sig=abc&sv=2020", "https://h/f?sig=***&sv=2020"),
+        ("https://h/f?revision=main", "https://h/f?revision=main"),
+    ],
+)
+def test_messages_never_show_a_query_credential(url: str, shown: str) -> None:
+    assert urls.redact_url(url) == shown

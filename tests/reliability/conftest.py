@@ -18,6 +18,7 @@ from tests.image.conftest import image, run  # noqa: F401
 
 from . import SUMMARY
 from .lying_engine import LyingEngine
+from .newcomer import DATA
 
 # Property tests (test_properties.py): every example runs the real CLI, so examples are few.
 # CI runs a fixed seed (derandomize) so a red run reproduces; HYPOTHESIS_PROFILE=thorough
@@ -53,6 +54,15 @@ def tmpfs(tmp_path: Path) -> Iterator[Callable[..., Path]]:
     yield mount
     for where in reversed(mounted):
         subprocess.run(["umount", str(where)], check=True)
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    """A newcomer's one small asset, at tmp_path/src/model.bin (tests/reliability/newcomer.py)."""
+    path = tmp_path / "src" / "model.bin"
+    path.parent.mkdir()
+    path.write_bytes(DATA)
+    return path
 
 
 @pytest.fixture
