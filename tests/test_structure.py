@@ -1,6 +1,7 @@
 """The package's shape: imports only downward (values first), no package importing one that imports it
 back, an engine that loads no parser, a bench that imports no test, no class or function past its size
-limit, docstrings that name only files that exist, and a README short enough to read.
+limit, docstrings that name only files that exist, a README short enough to read, and tests that
+mirror the package (a test file for each module of 50 lines or more, named after it).
 
 The import checks walk the source with ``ast``, so imports under TYPE_CHECKING and
 inside functions count as much as those at the top of a module.
@@ -457,3 +458,57 @@ def test_every_command_module_is_assembled() -> None:
         if name.endswith(".command") or "def add_parser(" in path.read_text(encoding="utf-8")
     }
     assert found == {m.__name__ for m in _command_modules()}
+
+
+# Tests mirror the package: a module of this many lines or more has a test file of its own, so a
+# reader finds a module's tests by its path. Hostile cases are filed apart, in tests/reliability/.
+MIN_LINES_FOR_A_TEST_FILE = 50
+# Modules whose names say nothing of what they do.
+VAGUE_NAMES = {"text", "process", "units", "util", "utils", "helpers", "misc", "common", "lib"}
+
+
+def _test_file_of(path: Path) -> Path:
+    """bake/<P>/<m>.py in tests/<P>/test_<m>.py; a package's __init__.py in tests/test_<P>.py."""
+    rel = path.relative_to(ROOT)
+    if path.name == "__init__.py":
+        return REPO / "tests" / rel.parent.parent / f"test_{rel.parent.name}.py"
+    return REPO / "tests" / rel.parent / f"test_{path.stem}.py"
+
+
+def _has_a_test(path: Path) -> bool:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(isinstance(node, ast.FunctionDef) and node.name.startswith("test_") for node in tree.body)
+
+
+def test_every_module_of_50_lines_has_a_test_file_of_its_own() -> None:
+    sized = [
+        p for p in MODULES.values() if p.read_text(encoding="utf-8").count("\n") >= MIN_LINES_FOR_A_TEST_FILE
+    ]
+    assert len(sized) > 50  # the walk found the package
+    missing = sorted(
+        f"{p.relative_to(REPO)}: {_test_file_of(p).relative_to(REPO)}"
+        for p in sized
+        if p.name != "__main__.py" and not (_test_file_of(p).exists() and _has_a_test(_test_file_of(p)))
+    )
+    assert missing == [], "write each module's tests in the file named after it"
+
+
+@pytest.mark.parametrize(("module", "expected"), [
+    ("bake/seed/copier.py", "tests/seed/test_copier.py"),
+    ("bake/hashes.py", "tests/test_hashes.py"),
+    ("bake/fetch/__init__.py", "tests/test_fetch.py"),
+])  # fmt: skip
+def test_a_module_s_test_file_mirrors_its_path(module: str, expected: str) -> None:
+    assert _test_file_of(REPO / module) == REPO / expected
+
+
+def test_every_test_folder_mirrors_a_package() -> None:
+    """A folder under tests/ is named after a package of bake/, or holds what no module owns."""
+    own_kinds = {"image", "reliability", "pod", "nolock"}  # image tests, hostile cases, stand-in pods, shims
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
+    folders = {p.name for p in (REPO / "tests").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert sorted(folders - packages - own_kinds) == []
+
+
+def test_no_module_is_named_for_a_vague_role() -> None:
+    assert sorted(name for name in MODULES if name.rpartition(".")[2] in VAGUE_NAMES) == []
