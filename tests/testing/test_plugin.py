@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bake.testing.plugin import Broken, Facts, NoImage, NotApplicable, _hub_repos, _params
 from bake.testing.serve import Link, Location, Serve, ServedFile
-
-
-def _pytest(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k != "BAKE_IMAGE"}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-        cwd=tmp_path, env={**clean, **env}, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+from tests.runners import pytest_run as _pytest
 
 
 def test_no_image_is_a_usage_error_naming_how_to_give_one(tmp_path: Path) -> None:
