@@ -1,4 +1,5 @@
-"""Shared fixtures: loopback mirrors, a clean network environment, and the engine and registries."""
+"""Shared fixtures: loopback mirrors, a clean network environment, the engine and registries, and signing
+(tests/signed.py: a key pair, a published selection; a module's own ``repository`` fixture overrides it)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from tests.image import fail_or_skip
 from tests.isolation import NETWORK_ENV
 from tests.mirror import Mirror
 from tests.registries import AuthRegistry
+from tests.signed import image_cleanup, keys, published, repository  # noqa: F401 - the signing tests' fixtures
 
 
 @pytest.fixture

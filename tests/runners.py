@@ -43,6 +43,16 @@ def bake(
     )
 
 
+def pytest_run(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m pytest ARGS`` in ``cwd`` as another project would (bake.testing's plugin loaded
+    through its entry point), without the machine's BAKE_IMAGE, with ``env`` added."""
+    clean = {k: v for k, v in os.environ.items() if k != "BAKE_IMAGE"}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=cwd, env={**clean, **env}, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
 def git(cwd: Path, *args: str) -> bytes:
     """Run git in ``cwd``; return its stdout. Raises CalledProcessError on failure."""
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True).stdout

@@ -2,7 +2,9 @@
 
 ``push_selection`` pushes a selection's unit images, index and whole to a registry through bake's
 own registry client and layer writer (bake.registry, bake.layers), as ``bake publish`` lays them
-out, without a build: the signing tests need real images in a real registry, not a fetch.
+out, without a build: the signing tests need real images in a real registry, not a fetch. Its
+fixtures (``repository``, ``keys``, ``published``, ``image_cleanup``) are shared through
+tests/conftest.py with tests/test_signing.py, tests/test_cosign.py and tests/test_signed_image.py.
 """
 
 from __future__ import annotations
@@ -15,16 +17,28 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from bake import layers, registry, served
 from bake.asset import Asset
+from bake.cosign import Cosign
 from bake.index import lock_document
 from bake.manifest import manifest_digest
 from bake.publish import INDEX_PREFIX, Block, Published
 from tests.image import fail_or_skip
+from tests.registries import REGISTRY, remove_images_named
+
+# The selection the signing tests publish: three units, one of two files.
+UNITS = {
+    "asset.vocab": {"data/vocab.bin": b"vocab bytes\n" * 100},
+    "layer.model": {"model/a.bin": b"\x00\x01" * 4096, "model/b.bin": b"weights" * 500},
+    "asset.checkpoint": {"data/checkpoint.onnx": b"onnx" * 1000},
+}
 
 
 def need_cosign() -> None:
@@ -121,3 +135,32 @@ def replace_unit(block: Block, position: int, files: Mapping[str, bytes]) -> tup
     config, manifest = layers.image(blobs)
     target.push_blob(f"sha256:{hashlib.sha256(config).hexdigest()}", data=config)
     return unit, Published(block.whole.ref, target.put_manifest(tag, manifest, layers.MANIFEST_TYPE))
+
+
+@pytest.fixture
+def repository() -> str:
+    return f"{REGISTRY}/sign-test/{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """A key pair made for the test, with an empty password, which COSIGN_PASSWORD gives."""
+    monkeypatch.setenv("COSIGN_PASSWORD", "")
+    return key_pair(tmp_path)
+
+
+@pytest.fixture
+def published(repository: str) -> tuple[Block, list[Asset]]:
+    return push_selection(repository, UNITS)
+
+
+@pytest.fixture
+def image_cleanup(repository: str) -> Iterator[None]:
+    """What `bake verify --image` and bake.testing pull into the engine goes at the end."""
+    yield
+    remove_images_named(repository)
+
+
+def signer(key: str) -> Cosign:
+    """cosign signing with a private key file, or verifying with a public one; no transparency log."""
+    return Cosign.signer(key, tlog=False) if key.endswith(".key") else Cosign(key, tlog=False)

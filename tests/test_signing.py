@@ -4,18 +4,17 @@ Each test pushes small unit images, an index and a whole image to the toolchain'
 (127.0.0.1:5000, distribution 2.8: no referrers API, so cosign's tag scheme) in a repository of its
 own, and signs with a key pair it makes. Tests sign with ``--tlog-upload=false`` and verify with
 ``--insecure-ignore-tlog=true`` (``tlog=False``): these machines reach no transparency log.
+The units of bake.cosign and bake.attestation alone are in tests/test_cosign.py and
+tests/test_attestation.py; ``bake verify --image``'s own checks in tests/test_signed_image.py.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
 import sys
 import urllib.request
-import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,51 +22,17 @@ import pytest
 
 from bake import __version__, signing
 from bake.asset import Asset
-from bake.attestation import PREDICATE_TYPE, FileRecord, differences, predicate, read_statement, records_of
-from bake.cosign import Cosign, CosignError, Unverified, check_key
-from bake.errors import UsageError
-from bake.hub.entry import HubBlob, HubEntry, HubFile
+from bake.attestation import PREDICATE_TYPE, predicate, records_of
+from bake.cosign import Unverified
 from bake.index import lock_document
 from bake.manifest import manifest_digest
 from bake.publish import Block
 from bake.signing import pin_verifier, sign, sign_block, subjects_of, verify, verify_block, verify_lock
-from tests.registries import OCI_MANIFEST, REGISTRY, remove_images_named
+from tests.registries import OCI_MANIFEST
 from tests.runners import REPO, bake
-from tests.signed import key_pair, push_image, push_selection, repush, tar_of
+from tests.signed import UNITS, key_pair, repush, signer
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
-
-UNITS = {
-    "asset.vocab": {"data/vocab.bin": b"vocab bytes\n" * 100},
-    "layer.model": {"model/a.bin": b"\x00\x01" * 4096, "model/b.bin": b"weights" * 500},
-    "asset.checkpoint": {"data/checkpoint.onnx": b"onnx" * 1000},
-}
-
-
-@pytest.fixture
-def repository() -> str:
-    return f"{REGISTRY}/sign-test/{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
-    """A key pair made for the test, with an empty password, which COSIGN_PASSWORD gives."""
-    monkeypatch.setenv("COSIGN_PASSWORD", "")
-    return key_pair(tmp_path)
-
-
-@pytest.fixture
-def published(repository: str) -> tuple[Block, list[Asset]]:
-    return push_selection(repository, UNITS)
-
-
-def sha256_of(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def signer(key: str) -> Cosign:
-    """cosign signing with a private key file, or verifying with a public one; no transparency log."""
-    return Cosign.signer(key, tlog=False) if key.endswith(".key") else Cosign(key, tlog=False)
 
 
 def digest_of(assets: list[Asset]) -> str:
@@ -209,84 +174,6 @@ def test_an_image_lock_of_an_unpublished_selection_fails(keys, repository) -> No
         verify_lock(lock, repository, signer(keys[1]))
 
 
-def test_a_wrong_password_is_a_named_cosign_failure(keys, tmp_path: Path) -> None:
-    key, _ = key_pair(tmp_path, "locked", password="s3cret")
-    with pytest.raises(CosignError, match="set COSIGN_PASSWORD to the private key's password"):
-        signer(key)
-
-
-def test_no_password_and_no_terminal_is_a_usage_error_before_cosign_runs(keys, monkeypatch) -> None:
-    monkeypatch.delenv("COSIGN_PASSWORD")
-    with pytest.raises(UsageError, match="set COSIGN_PASSWORD to the private key's password"):
-        signer(keys[0])
-
-
-def test_missing_cosign_is_a_usage_error_with_the_install_line(keys) -> None:
-    with pytest.raises(UsageError, match=r"cosign not found on PATH; install cosign \(Debian 13"):
-        Cosign(keys[1], program="cosign-not-installed")
-
-
-@pytest.mark.parametrize("key", ["no/such.pub", "ftp://host/key"])
-def test_a_key_cosign_cannot_take_is_a_usage_error(key: str) -> None:
-    with pytest.raises(UsageError, match="--verify-key"):
-        check_key(key, "--verify-key")
-
-
-def test_kms_uris_pass_as_they_are() -> None:
-    assert check_key("awskms:///alias/bake", "--sign") == "awskms:///alias/bake"
-
-
-def test_hub_blobs_attest_their_repository_commit_and_path_and_urls_lose_credentials() -> None:
-    entry = HubEntry("org/model", "model", "a" * 40, (HubFile("config.json", 2, "b" * 64, "c" * 40),))
-    blob = HubBlob("models--org--model", "c" * 40, ((entry, "config.json"),))
-    hub = Asset(
-        "h", f"hub/models--org--model/blobs/{'c' * 40}", "b" * 64, ("hf://org/model@x/c",), 2, hub=blob
-    )
-    plain = Asset("p", "p.bin", "d" * 64, ("https://user:pw@host/p.bin?token=t",))
-    records = records_of([plain, hub], {"p.bin": 9})
-    assert [r.document() for r in records] == [
-        {"path": hub.path, "size": 2, "sha256": "b" * 64,
-         "hub": [{"repo": "org/model", "kind": "model", "commit": "a" * 40, "path": "config.json"}]},
-        {"path": "p.bin", "size": 9, "sha256": "d" * 64, "urls": ["https://user:***@host/p.bin?token=***"]},
-    ]  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    ("attested", "expected"),
-    [
-        ({"a": (1, "x")}, []),
-        ({"a": (None, "x")}, []),
-        ({}, ["omits a"]),
-        ({"a": (1, "x"), "b": (2, "y")}, ["lists b, which is not selected"]),
-        ({"a": (1, "z")}, ["a: sha256 z, expected x"]),
-        ({"a": (2, "x")}, ["a: 2 bytes, expected 1"]),
-    ],
-)
-def test_differences_compare_paths_sha256_and_known_sizes(attested, expected) -> None:
-    assert differences(attested, [FileRecord("a", 1, "x")]) == expected
-
-
-def test_statements_about_another_image_are_not_read() -> None:
-    statement = {
-        "_type": "https://in-toto.io/Statement/v0.1",
-        "predicateType": PREDICATE_TYPE,
-        "subject": [{"name": "r", "digest": {"sha256": "1" * 64}}],
-        "predicate": predicate([], "m"),
-    }
-    assert read_statement(statement, "sha256:" + "1" * 64).manifest_digest == "m"
-    with pytest.raises(ValueError, match="its subject is not the image"):
-        read_statement(statement, "sha256:" + "2" * 64)
-    with pytest.raises(ValueError, match="predicate type"):
-        read_statement({**statement, "predicateType": "https://slsa.dev/provenance/v1"}, "sha256:" + "1" * 64)
-
-
-@pytest.fixture
-def image_cleanup(repository: str) -> Iterator[None]:
-    """What `bake verify --image` and bake.testing pull into the engine goes at the end."""
-    yield
-    remove_images_named(repository)
-
-
 def _plugin(*args: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if k != "BAKE_IMAGE"}
     return subprocess.run(
@@ -326,12 +213,6 @@ def test_bake_testing_reports_signatures_not_applicable_without_a_key(
     proc = _plugin("-k", "test_assets_are_signed", "--bake-image", block.whole.pinned, "-rs")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "not applicable: no --bake-verify-key given" in proc.stdout
-
-
-def test_bake_verify_image_without_a_registry_host_needs_the_repository(keys) -> None:
-    proc = bake("verify", "--image", "bake/rocm-test:local", "--key", keys[1])
-    assert proc.returncode == 2
-    assert "give --repository REPO" in proc.stderr
 
 
 def write_manifest(path: Path, assets: list[Asset], signing: str = "", sized: bool = True) -> Path:
@@ -382,23 +263,6 @@ def test_digests_already_pinned_are_verified_too(published, keys, tmp_path: Path
         f"Nothing was pinned; every Dockerfile is as it was. Publish with `bake publish --sign` and the "
         f"private half of {pub}, or find out who pushed these images",
     ]
-
-
-def test_bake_verify_image_hashes_the_images_files_against_its_lock(
-    published, keys, repository: str, image_cleanup: None
-) -> None:
-    _, assets = published
-    lock = lock_document(assets, {a.path: a.size for a in assets})
-    files = {path: data for unit in UNITS.values() for path, data in unit.items()}
-    files["data/vocab.bin"] = files["data/vocab.bin"][:-1] + b"?"
-    index = tar_of({"bake.lock.json": json.dumps(lock).encode()})
-    tampered = push_image(repository, "tampered", [tar_of(files), index])
-    proc = bake("verify", "--image", f"{repository}@{tampered}", "--key", keys[1], "--no-tlog", timeout=240)
-    assert proc.returncode == 3, proc.stderr
-    vocab = next(a for a in assets if a.path == "data/vocab.bin")
-    assert "1 asset(s) differ from its bake.lock.json, so no signature can vouch for them" in proc.stderr
-    assert f"data/vocab.bin: 1200 bytes, sha256 {sha256_of(files['data/vocab.bin'])}; " in proc.stderr
-    assert f"the lock says 1200, {vocab.sha256}" in proc.stderr
 
 
 @pytest.mark.parametrize(
