@@ -18,7 +18,7 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -260,6 +260,26 @@ def new_box(shell: Shell, make_assets: AssetMaker) -> Box:
     tool_dir(root / "bin", shell)
     assets = make_assets(root / "assets")
     return Box(root, shell, assets, home, tmp, root / "bin")
+
+
+def shell_and_box(make_assets: AssetMaker, mount: str) -> tuple[Callable[..., Shell], Callable[..., Box]]:
+    """The fixtures ``shell`` (each of SHELLS) and ``box`` (a new box on it, holding the tree
+    ``make_assets`` lays out), for a test module to bind at its top:
+    ``shell, box = shell_and_box(sealed(FILES, URLS), "volume")``. After each test the filesystem a
+    case mounted at ``box.root/mount`` is unmounted (lazily) and the box removed."""
+
+    @pytest.fixture(params=SHELLS, ids=lambda s: s.name)
+    def shell(request: pytest.FixtureRequest) -> Shell:
+        return resolved(request.param)
+
+    @pytest.fixture
+    def box(shell: Shell) -> Iterator[Box]:
+        made = new_box(shell, make_assets)
+        yield made
+        subprocess.run(["umount", "-l", str(made.root / mount)], capture_output=True, check=False)
+        _remove(made.root)
+
+    return shell, box
 
 
 def job_env(result: subprocess.CompletedProcess[str]) -> dict[str, str]:

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +17,7 @@ import pytest
 from tests import nolock
 from tests.pod import RUNNER as POD_RUNNER
 from tests.pod import install_entrypoint
-from tests.serve import SHELLS, Box, Shell, job_env, new_box, ready_lines, resolved, sealed, snapshot
+from tests.serve import Box, Shell, job_env, ready_lines, sealed, shell_and_box, snapshot
 from tests.test_entrypoint import mount, needs_root
 from tests.test_vllm_assets import FILES, SPECS, URLS, sha256
 from tests.vllm_site import make_site, probe
@@ -30,18 +28,7 @@ JOB_ID = "0190a1b2-c3d4-4e5f-8a9b-0c1d2e3f4a5b"  # a Buildkite job id
 SERVED = "vllm/assets/vllm_public_assets"  # below XDG_CACHE_HOME, when VLLM_ASSETS_CACHE is unset
 
 
-@pytest.fixture(params=SHELLS, ids=lambda s: s.name)
-def shell(request: pytest.FixtureRequest) -> Shell:
-    return resolved(request.param)
-
-
-@pytest.fixture
-def box(shell: Shell) -> Iterator[Box]:
-    made = new_box(shell, sealed(FILES, URLS))
-    yield made
-    subprocess.run(["umount", "-l", str(made.root / "mnt")], capture_output=True, check=False)
-    subprocess.run(["chmod", "-R", "u+w", str(made.root)], check=False)
-    shutil.rmtree(made.root)
+shell, box = shell_and_box(sealed(FILES, URLS), "mnt")
 
 
 @pytest.fixture(scope="module")

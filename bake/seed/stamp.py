@@ -4,7 +4,7 @@
 the served tree as ``stat -c '%i %y %z'`` prints it (inode, mtime and ctime to the nanosecond, in
 the local time zone), recorded just before the proof. The entrypoint reads it and runs that one
 ``stat``: the lines written here must be the lines GNU and busybox stat print, byte for byte
-(tests/test_seed.py checks them against both).
+(tests/seed/test_stamp.py checks them against both).
 """
 
 from __future__ import annotations

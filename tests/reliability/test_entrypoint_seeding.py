@@ -20,18 +20,16 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests import nolock
 from tests.image import fail_or_skip
-from tests.serve import SHELLS, Box, Shell, content, job_env, new_box, require, resolved, sealed
+from tests.serve import Box, content, job_env, require, sealed, shell_and_box
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting an ext4 image needs root")
 
@@ -43,17 +41,7 @@ NAME = VOCAB.split("/")[1]
 SHA = hashlib.sha256(FILES[VOCAB]).hexdigest()
 
 
-@pytest.fixture(params=SHELLS, ids=lambda s: s.name)
-def shell(request: pytest.FixtureRequest) -> Shell:
-    return resolved(request.param)
-
-
-@pytest.fixture
-def box(shell: Shell) -> Iterator[Box]:
-    made = new_box(shell, sealed(FILES, URLS))
-    yield made
-    subprocess.run(["umount", "-l", str(made.root / "volume")], capture_output=True, check=False)
-    shutil.rmtree(made.root, ignore_errors=True)
+shell, box = shell_and_box(sealed(FILES, URLS), "volume")
 
 
 @pytest.fixture
