@@ -1,4 +1,5 @@
-"""The cache's partial: resumed after a reset, a failed run or SIGKILL; a full disk named, dest left clean."""
+"""The cache's partial: resumed after a reset, a failed run or SIGKILL; a full disk named, dest left clean;
+its saved progress, the commit of verified bytes only, and the bounds of a download of unknown size."""
 
 from __future__ import annotations
 
@@ -12,8 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from bake import fetch
+from bake import atomic, fetch
+from bake.cache import Cache, PartialState
+from bake.errors import ChecksumMismatch
 from bake.fetch import FetchFailed, fetch_assets
+from bake.fetch.failures import DiskBound
+from bake.fetch.options import DEFAULT_MIN_FREE, MIN_FREE_SHARE
+from bake.fetch.partial import DiskBounds, PartialFile
+from bake.fetch.segments import Claim
 from tests.fetch.conftest import KIB, MIB, blob, child, fetch_one, files_under, make_asset, opts
 from tests.mirror import Mirror, http_error, reset
 
@@ -99,3 +106,97 @@ def test_no_space_names_asset_and_sizes_and_leaves_dest_clean(
     assert files_under(tmp_path / "dest") == ["a/earlier.bin"]
     after = (tmp_path / "dest/a/earlier.bin").stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+DATA = b"0123456789" * 100
+SHA = hashlib.sha256(DATA).hexdigest()
+
+
+def partial(tmp_path: Path, bounds: DiskBounds | None = None) -> PartialFile:
+    cache = Cache(tmp_path / "cache")
+    cache.ensure()
+    opened = PartialFile(cache, SHA, "vocab", bounds)
+    opened.open()
+    return opened
+
+
+def test_saved_progress_is_what_a_later_open_resumes(tmp_path: Path) -> None:
+    first = partial(tmp_path)
+    first.state = PartialState(size=len(DATA), url="https://m/f", etag='"v1"')
+    claim = Claim(0, 400)
+    first.write(claim, memoryview(DATA[:400]), 0)
+    first.write(Claim(700, 1000), memoryview(DATA[700:]), 700)
+    assert claim.pos == 400 and first.received == 700
+    first.save()
+    first.close()
+    again = partial(tmp_path)
+    assert again.written.spans == [(0, 400), (700, 1000)]
+    assert (again.state.size, again.state.etag) == (len(DATA), '"v1"')
+
+
+def test_a_progress_record_claiming_more_than_the_file_holds_starts_empty(tmp_path: Path) -> None:
+    first = partial(tmp_path)
+    first.write(Claim(0, 400), memoryview(DATA[:400]), 0)
+    first.save()
+    first.close()
+    os.truncate(first.path, 100)  # the record says 400 bytes are on disk; only 100 are
+    again = partial(tmp_path)
+    assert again.written.spans == [] and os.path.getsize(again.path) == 0
+
+
+def test_a_partial_with_no_bytes_is_removed_on_close(tmp_path: Path) -> None:
+    empty = partial(tmp_path)
+    assert empty.path.exists()
+    empty.close()
+    assert not empty.path.exists()
+
+
+@pytest.mark.parametrize("right", [True, False], ids=["matches", "mismatch"])
+def test_verify_commits_only_the_expected_bytes(tmp_path: Path, right: bool) -> None:
+    whole = partial(tmp_path)
+    whole.write(Claim(0, len(DATA)), memoryview(DATA), 0)
+    whole.state.size = len(DATA)
+    expected = SHA if right else "f" * 64
+    if not right:
+        with pytest.raises(ChecksumMismatch, match=f"expected {expected}, got {SHA}"):
+            whole.verify(expected, "https://m/f")
+        assert not whole.cache.object_path(SHA).exists()
+        return
+    assert whole.verify(expected, "https://m/f") == SHA
+    assert whole.cache.object_path(SHA).read_bytes() == DATA and not whole.path.exists()
+
+
+def test_an_unsized_download_is_held_to_the_max_size_cap(tmp_path: Path) -> None:
+    bounded = partial(tmp_path, DiskBounds(max_size=500, min_free=0))
+    bounded.check_claim(500, "https://m/f")
+    with pytest.raises(DiskBound, match=r"announces 501 bytes, more than the --max-size cap") as info:
+        bounded.check_claim(501, "https://m/f")
+    assert not info.value.disk and "give the asset its size in the manifest" in str(info.value)
+    with pytest.raises(DiskBound, match="sent more than the --max-size cap"):
+        bounded.write(Claim(400, 600), memoryview(DATA[400:600]), 400)
+    assert bounded.written.spans == []
+
+
+def test_an_unsized_download_leaves_the_min_free_reserve(tmp_path: Path) -> None:
+    greedy = partial(tmp_path, DiskBounds(max_size=10**15, min_free=10**15))
+    with pytest.raises(DiskBound, match="--min-free reserve") as info:
+        greedy.write(Claim(0, 10), memoryview(DATA[:10]), 0)
+    assert info.value.disk
+
+
+@pytest.mark.parametrize(
+    ("entry", "unsized", "hint"),
+    [
+        (True, "asset 'vocab' has no size in the manifest", ", or give the asset its size in the manifest"),
+        (False, "the size of 'vocab' is unknown", ""),  # bake add: no manifest entry to give it a size
+    ],
+)
+def test_disk_bounds_say_why_they_apply(entry: bool, unsized: str, hint: str) -> None:
+    bounds = DiskBounds(max_size=1, min_free=None, entry=entry)
+    assert (bounds.unsized("vocab"), bounds.or_give_size()) == (unsized, hint)
+
+
+def test_the_default_reserve_is_the_smaller_of_1_gib_and_5_percent(tmp_path: Path) -> None:
+    share = int(atomic.filesystem_bytes(tmp_path) * MIN_FREE_SHARE)
+    assert DiskBounds(max_size=1, min_free=None).reserve(tmp_path) == min(DEFAULT_MIN_FREE, share)
+    assert DiskBounds(max_size=1, min_free=123).reserve(tmp_path) == 123
