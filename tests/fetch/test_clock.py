@@ -64,9 +64,14 @@ def test_a_clock_started_at_the_runs_start_counts_from_there() -> None:
 @pytest.mark.parametrize(
     ("deadline", "size", "says"),
     [
-        (3.0, None, "deadline of 3 s passed while reading; raise --deadline"),
-        (None, None, f"the default deadline of 7200 s ({DEADLINE_RULE}) passed while reading; give a longer"),
-        (None, 1024, "the default deadline of 1800 s"),
+        pytest.param(3.0, None, "deadline of 3 s passed while reading; raise --deadline", id="given"),
+        pytest.param(
+            None,
+            None,
+            f"the default deadline of 7200 s ({DEADLINE_RULE}) passed while reading; give a longer",
+            id="default-unknown-size",
+        ),
+        pytest.param(None, 1024, "the default deadline of 1800 s", id="default-small-file"),
     ],
 )
 def test_the_deadline_error_says_which_deadline(deadline: float | None, size: int | None, says: str) -> None:
