@@ -1,11 +1,18 @@
-"""The retry policy: a pure function of the failure, the bytes an attempt added and the time left."""
+"""The retry policy: a pure function of the failure, the bytes an attempt added and the time left;
+and against a mirror, Retry-After honoured and a persistent 5xx given up on."""
 
 from __future__ import annotations
+
+import time
+from pathlib import Path
 
 import pytest
 
 from bake.errors import ChecksumMismatch, DownloadError
+from bake.fetch import FetchFailed
 from bake.fetch.retry import PROGRESS_BYTES, RetryPolicy
+from tests.fetch.conftest import KIB, blob, fetch_one, make_asset
+from tests.mirror import Mirror, http_error
 
 
 def _most(low: float, high: float) -> float:
@@ -72,3 +79,32 @@ def test_the_policy_is_immutable() -> None:
     assert (policy.idle_failures, policy.step) == (0, 0)
     with pytest.raises(AttributeError):
         policy.step = 1  # type: ignore[misc]
+
+
+def test_retry_after_is_honoured(mirror: Mirror, tmp_path: Path) -> None:
+    data = blob(10 * KIB)
+    mirror.add("/f.bin", data)
+    mirror.script("/f.bin", http_error(503, retry_after="1"))
+    started = time.monotonic()
+    fetch_one(make_asset(data, mirror.url("/f.bin")), tmp_path)
+    assert time.monotonic() - started >= 1.0  # backoff alone would be ~0.02 s
+    assert mirror.requests["/f.bin"] == 2
+
+
+def test_retry_after_past_the_deadline_fails_fast(mirror: Mirror, tmp_path: Path) -> None:
+    data = blob(10 * KIB)
+    mirror.add("/f.bin", data)
+    mirror.script("/f.bin", http_error(503, retry_after="60"))
+    started = time.monotonic()
+    with pytest.raises(FetchFailed, match="past this asset's deadline"):
+        fetch_one(make_asset(data, mirror.url("/f.bin")), tmp_path, deadline=5)
+    assert time.monotonic() - started < 2
+
+
+def test_persistent_5xx_gives_up_after_attempts(mirror: Mirror, tmp_path: Path) -> None:
+    data = blob(10 * KIB)
+    mirror.add("/f.bin", data)
+    mirror.script("/f.bin", *[http_error(503)] * 10)
+    with pytest.raises(FetchFailed, match="gave up after 3 attempts"):
+        fetch_one(make_asset(data, mirror.url("/f.bin")), tmp_path, attempts=3)
+    assert mirror.requests["/f.bin"] == 3

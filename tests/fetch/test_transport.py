@@ -1,14 +1,24 @@
-"""Content-Range parsing and checking, Retry-After in seconds and as a date, proxy selection with NO_PROXY."""
+"""Content-Range parsing and checking, Retry-After in seconds and as a date, proxy selection with NO_PROXY;
+and over loopback: redirects, http and CONNECT proxies, TLS with a custom CA."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import http.client
+import socket
+import subprocess
+import threading
 import time
 from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
-from bake.errors import DownloadError
+from bake.errors import DownloadError, UsageError
+from bake.fetch import FetchFailed
 from bake.fetch.transport import (
     RETRY_AFTER_CAP,
     check_content_range,
@@ -16,6 +26,9 @@ from bake.fetch.transport import (
     proxy_for,
     retry_after_seconds,
 )
+from tests.fetch.conftest import KIB, MIB, blob, fetch_one, make_asset
+from tests.loopback import LoopbackServer
+from tests.mirror import Mirror, redirect
 
 
 @pytest.mark.parametrize(
@@ -152,3 +165,176 @@ def test_proxy_selection(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert proxy_for(scheme, host) == proxy
+
+
+def test_redirect_to_second_loopback_server(mirror: Mirror, mirror2: Mirror, tmp_path: Path) -> None:
+    data = blob(3 * MIB)
+    mirror2.add("/cdn/f.bin", data)
+    mirror.redirect("/f.bin", mirror2.url("/cdn/f.bin"))
+    record = fetch_one(make_asset(data, mirror.url("/f.bin")), tmp_path)
+    assert record.source == mirror.url("/f.bin")
+    assert mirror2.bytes_sent["/cdn/f.bin"] == len(data)
+    assert mirror.bytes_sent["/f.bin"] == 0
+    assert (tmp_path / "dest/data/blob.bin").read_bytes() == data
+
+
+def test_redirect_loop_is_capped(mirror: Mirror, tmp_path: Path) -> None:
+    mirror.redirect("/loop", mirror.url("/loop"))
+    with pytest.raises(FetchFailed, match="more than 10 redirects"):
+        fetch_one(make_asset(b"x", mirror.url("/loop")), tmp_path)
+    assert mirror.requests["/loop"] == 11
+
+
+def test_redirect_to_plain_http_elsewhere_is_refused(mirror: Mirror, tmp_path: Path) -> None:
+    mirror.script("/f.bin", redirect("http://example.invalid/f.bin"))
+    with pytest.raises(FetchFailed, match="plain http"):
+        fetch_one(make_asset(b"x", mirror.url("/f.bin")), tmp_path)
+
+
+class _ForwardProxy(BaseHTTPRequestHandler):
+    """A plain-http forward proxy that counts what it relays."""
+
+    protocol_version = "HTTP/1.1"
+    seen: list[str]
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        target = http.client.HTTPConnection(self.headers["Host"], timeout=5)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "proxy-authorization")}
+        parts = urlsplit(self.path)
+        target.request("GET", parts.path + (f"?{parts.query}" if parts.query else ""), headers=headers)
+        resp = target.getresponse()
+        body = resp.read()
+        self.send_response(resp.status)
+        for name, value in resp.getheaders():
+            if name.lower() not in ("transfer-encoding", "connection"):
+                self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.mark.parametrize("bypass", [False, True], ids=["via-http-proxy", "no-proxy-bypasses"])
+def test_http_proxy_and_no_proxy_are_honoured(
+    mirror: Mirror, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bypass: bool
+) -> None:
+    data = blob(20 * KIB)
+    mirror.add("/f.bin", data)
+    handler = type("Proxy", (_ForwardProxy,), {"seen": []})
+    with LoopbackServer(handler) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.base_url)
+        if bypass:
+            monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        fetch_one(make_asset(data, mirror.url("/f.bin")), tmp_path)
+    assert (tmp_path / "dest/data/blob.bin").read_bytes() == data
+    assert handler.seen == ([] if bypass else [mirror.url("/f.bin")])
+    assert [e["via_proxy"] for e in mirror.log] == [False]
+
+
+class _ConnectProxy(BaseHTTPRequestHandler):
+    """An https proxy: CONNECT host:port, then bytes both ways."""
+
+    seen: list[str]
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_CONNECT(self) -> None:
+        self.seen.append(self.path)
+        host, port = self.path.rsplit(":", 1)
+        upstream = socket.create_connection((host, int(port)), timeout=5)
+        self.send_response(200, "Connection established")
+        self.end_headers()
+
+        def pump(src: socket.socket, dst: socket.socket) -> None:
+            try:
+                while chunk := src.recv(65536):
+                    dst.sendall(chunk)
+            except OSError:
+                pass
+            finally:
+                with contextlib.suppress(OSError):
+                    dst.shutdown(socket.SHUT_WR)
+
+        back = threading.Thread(target=pump, args=(upstream, self.connection), daemon=True)
+        back.start()
+        pump(self.connection, upstream)
+        back.join(timeout=5)
+        upstream.close()
+        self.close_connection = True
+
+
+def test_https_proxy_tunnels_with_connect(
+    clean_net_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls_cert: tuple[str, str]
+) -> None:
+    data = blob(2 * MIB)
+    handler = type("Proxy", (_ConnectProxy,), {"seen": []})
+    with LoopbackServer(handler) as proxy, Mirror({"/f.bin": data}, tls=tls_cert) as secure:
+        monkeypatch.setenv("HTTPS_PROXY", proxy.base_url)
+        fetch_one(make_asset(data, secure.url("/f.bin")), tmp_path, ca_bundle=tls_cert[0], connections=2)
+        target = secure.base_url.removeprefix("https://")
+    assert (tmp_path / "dest/data/blob.bin").read_bytes() == data
+    assert handler.seen and set(handler.seen) == {target}  # every connection went through the tunnel
+
+
+@pytest.fixture(scope="module")
+def tls_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return str(cert), str(key)
+
+
+@pytest.mark.parametrize("trust", ["ca-bundle-option", "ssl-cert-file-env", "untrusted"])
+def test_https_with_custom_ca(
+    clean_net_env: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tls_cert: tuple[str, str],
+    trust: str,
+) -> None:
+    data = blob(2 * MIB)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    overrides: dict = {}
+    if trust == "ca-bundle-option":
+        overrides["ca_bundle"] = tls_cert[0]
+    elif trust == "ssl-cert-file-env":
+        monkeypatch.setenv("SSL_CERT_FILE", tls_cert[0])
+    with Mirror({"/f.bin": data}, tls=tls_cert) as secure:
+        asset = make_asset(data, secure.url("/f.bin"))
+        if trust == "untrusted":
+            with pytest.raises(FetchFailed, match=r"not trusted.*--ca-bundle"):
+                fetch_one(asset, tmp_path, **overrides)
+            return
+        fetch_one(asset, tmp_path, **overrides)
+        assert secure.bytes_sent["/f.bin"] == len(data)
+    assert (tmp_path / "dest/data/blob.bin").read_bytes() == data
+
+
+def test_missing_ca_bundle_is_a_usage_error(tmp_path: Path) -> None:
+    asset = make_asset(b"x", "https://127.0.0.1:1/f.bin")
+    with pytest.raises(UsageError, match="--ca-bundle"):
+        fetch_one(asset, tmp_path, ca_bundle=str(tmp_path / "nope.pem"))
