@@ -2,7 +2,7 @@
 
 Hostile registries (one that lies about a digest, or answers every tag with one image) are
 tests/reliability/test_registry_hostile.py's; answers such as 401, 429 and 503 are
-tests/reliability/test_registry_answers.py's.
+tests/reliability/test_assets_image_hostile.py's.
 """
 
 from __future__ import annotations

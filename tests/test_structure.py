@@ -512,3 +512,17 @@ def test_every_test_folder_mirrors_a_package() -> None:
 
 def test_no_module_is_named_for_a_vague_role() -> None:
     assert sorted(name for name in MODULES if name.rpartition(".")[2] in VAGUE_NAMES) == []
+
+
+# A test file is named for what it tests (a module, a command, a failure mode), never for the review
+# that asked for it: a round's findings are filed under what they attack.
+_NAMED_FOR_A_REVIEW = re.compile(r"round_?\d|first_hour|issue_?\d|finding|defect|review")
+
+
+def test_no_test_file_is_named_for_a_review_round_or_finding() -> None:
+    named = sorted(
+        p.relative_to(REPO).as_posix()
+        for p in (REPO / "tests").rglob("test_*.py")
+        if _NAMED_FOR_A_REVIEW.search(p.stem)
+    )
+    assert named == []

@@ -1,5 +1,7 @@
 """A newcomer's mistakes against ``bake fetch``: advice that is right, one statement of a failure,
-JSON complete on failure, defaults that fit a small disk and a stored Hub token. (Issue 28.)
+JSON complete on failure, defaults that fit a small disk and a stored Hub token (issue 28); a fetch
+that fails leaves ``--dest`` as it found it: no new empty directory, nor ``--dest`` itself (assets that
+do verify are still installed when others fail, as the contract says).
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from . import KIB, REPO, bake, cli_env, manifest_text, sha256
+from tests.mirror import Mirror, http_error
+
+from . import KIB, REPO, asset_entry, bake, blob, cli_env, manifest_text, sha256
 from .newcomer import DATA, assert_one_clean_error, failing_fetch, fetch_one, write_manifest
 
 pytestmark = pytest.mark.timeout(120)
@@ -100,3 +104,31 @@ def test_the_stored_hub_token_is_honoured(tmp_path: Path, where: str) -> None:
     proc = subprocess.run([sys.executable, "-c", code], env=cli_env({"HF_TOKEN": "", **env}),
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert proc.stdout.strip() == "hf_stored", proc.stderr
+
+
+# -- a failed fetch leaves --dest as it was ----------------------------------------------------------
+
+GONE = blob(64 * KIB, "failed-fetch-gone")
+
+
+def tree(root: Path) -> list[str] | None:
+    """Every entry under ``root``, directories included; None when ``root`` does not exist."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else None
+
+
+@pytest.mark.parametrize("dest_exists", [True, False], ids=["dest-exists", "no-dest-yet"])
+def test_a_failed_fetch_leaves_dest_as_it_was(tmp_path: Path, clean_net_env: None, dest_exists: bool) -> None:
+    dest = tmp_path / "dest"
+    if dest_exists:
+        (dest / "kept").mkdir(parents=True)
+        (dest / "kept" / "file").write_text("mine")
+    before = tree(dest)
+    with Mirror({"/gone.bin": GONE}) as m:
+        m.script("/gone.bin", *[http_error(404)] * 3)
+        manifest = tmp_path / "assets.toml"
+        manifest.write_text(
+            manifest_text([asset_entry("gone", "deep/er/gone.bin", GONE, m.url("/gone.bin"))])
+        )
+        proc = bake("fetch", "--manifest", manifest, "--dest", dest, "--cache-dir", tmp_path / "cache")
+    assert proc.returncode == 3, proc.stderr
+    assert tree(dest) == before

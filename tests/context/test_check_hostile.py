@@ -1,7 +1,8 @@
 """check-context against edits git's own diff does not read: skip-worktree, assume-unchanged, clean filters.
 
 Each is compared with the bytes checkout would write (issue 10, class 8): exit 1
-for a plain check, a warning and HEAD's bytes under --export.
+for a plain check, a warning and HEAD's bytes under --export. The git isolation and the committed
+repository are tests/context/conftest.py's.
 """
 
 from __future__ import annotations
@@ -10,20 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.gitrepo import committed_repo, exported_files, head_files
-from tests.isolation import isolate_git
+from tests.gitrepo import exported_files, head_files
 from tests.runners import bake, git, sh
-
-
-@pytest.fixture(autouse=True)
-def isolated_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    isolate_git(tmp_path, monkeypatch)
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return committed_repo(tmp_path / "repo")
-
 
 HIDDEN_EDITS = {
     "skip-worktree edit": (
