@@ -1,4 +1,6 @@
-"""Hub repositories as assets: the [[hub]] schema, `bake add hf://…`, both downloaders, the cache layout.
+"""Hub repositories as assets, end to end: `bake add hf://…`, both downloaders, huggingface_hub offline.
+
+The [[hub]] schema and the cache layout have their own tests in tests/hub/.
 
 Everything runs against tests/hub_server.py, a loopback Hub with a separate CDN
 origin, driven by huggingface_hub itself (HF_ENDPOINT), never mocked. The offline
@@ -18,13 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from bake import consumers, servefile
-from bake.errors import ManifestError
-from bake.hub import layout, schema
-from bake.manifest import manifest_digest, parse_manifest
+from bake.manifest import parse_manifest
+from tests.hub.conftest import entries_of
 from tests.hub_server import LoopbackHub
 from tests.isolation import NETWORK_ENV
 from tests.runners import bake
@@ -111,212 +109,11 @@ def tree(root: Path) -> dict[str, tuple]:
     return out
 
 
-def serve_records(assets: list) -> list:
-    """The bake.serve records of the Hub entries ``assets`` hold whole (the Hub's entry of the table)."""
-    return consumers.Hub(schema.selected_entries(assets)).serve_records([], {})
-
-
-def entries_of(text: str) -> list[schema.HubEntry]:
-    return schema.selected_entries(parse_manifest(text, allow_http=True))
-
-
 def set_downloader(manifest: Path, downloader: str) -> None:
     text = manifest.read_text()
     if downloader != "bake":
         text = text.replace('commit = "', f'downloader = "{downloader}"\ncommit = "')
     manifest.write_text(text)
-
-
-# -- the schema --------------------------------------------------------------
-
-COMMIT = "a" * 40
-SHA = "b" * 64
-BLOB = "c" * 40
-
-
-def entry(**overrides: str) -> str:
-    base = {
-        "repo": '"org/tiny"',
-        "commit": f'"{COMMIT}"',
-        "files": f'[{{path = "config.json", size = 3, sha256 = "{SHA}", blob = "{BLOB}"}}]',
-    }
-    base.update(overrides)
-    return "[[hub]]\n" + "".join(f"{k} = {v}\n" for k, v in base.items() if v is not None)
-
-
-def test_an_entry_becomes_one_asset_per_blob() -> None:
-    files = (
-        f'[{{path = "a.json", size = 3, sha256 = "{SHA}", blob = "{BLOB}"}}, '
-        f'{{path = "b/a.json", size = 3, sha256 = "{SHA}", blob = "{BLOB}"}}, '
-        f'{{path = "w.bin", size = 9, sha256 = "{"d" * 64}", blob = "{"e" * 40}", lfs = true}}]'
-    )
-    assets = parse_manifest(entry(files=files, groups='["vllm"]'))
-    assert [(a.path, a.sha256, a.size, a.groups) for a in assets] == [
-        (f"hub/models--org--tiny/blobs/{BLOB}", SHA, 3, ("vllm",)),
-        (f"hub/models--org--tiny/blobs/{'d' * 64}", "d" * 64, 9, ("vllm",)),
-    ]
-    assert assets[0].urls == (f"hf://org/tiny@{COMMIT}/a.json", f"hf://org/tiny@{COMMIT}/b/a.json")
-    assert assets[0].name == f"org/tiny@{COMMIT[:12]}/a.json"
-
-
-def rec(path: str = "a", size: int = 1, sha256: str = SHA, blob: str = BLOB, **more: object) -> str:
-    """One file record as TOML text (strings through json.dumps, which TOML reads the same)."""
-    fields = {"path": path, "size": size, "sha256": sha256, "blob": blob, **more}
-    return "{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in fields.items()) + "}"
-
-
-def files(*records: str) -> str:
-    return "[" + ", ".join(records) + "]"
-
-
-@pytest.mark.parametrize(
-    ("overrides", "expected"),
-    [
-        ({"revision": '"main"'}, "unknown key(s) revision"),
-        ({"commit": '"abc123"'}, "full 40-hex commit SHA"),
-        ({"repo": '"tiny"'}, "repo must be ORG/NAME"),
-        ({"repo": '"org/a--b"'}, "repo must be ORG/NAME"),
-        ({"type": '"space"'}, "type must be one of model, dataset"),
-        ({"ref": f'"{COMMIT}"'}, "is a commit SHA"),
-        ({"ref": '"../main"'}, "normalised relative path"),
-        ({"downloader": '"curl"'}, "downloader must be one of"),
-        ({"files": "[]"}, "files must be a non-empty list"),
-        ({"files": files(rec(path="../x"))}, "no '..'"),
-        ({"files": files(rec(path="a\tb"))}, "control characters"),
-        ({"files": files(rec(x=1))}, "unknown key(s) x"),
-        ({"files": files(rec(size=-1))}, "size must be"),
-        ({"files": files(rec(sha256=SHA[:-1]))}, "sha256 must be"),
-        ({"files": files(rec(blob="x"))}, "git blob id"),
-        ({"files": files(rec(lfs=1))}, "lfs must be"),
-        ({"files": files(rec(), rec())}, "listed twice"),
-        ({"files": files(rec(), rec(path="b", size=2))}, "the records disagree"),
-        ({"files": files(rec(), rec(path="a/b"))}, "which is a file"),
-    ],
-)
-def test_a_bad_entry_is_refused_naming_it(overrides: dict, expected: str) -> None:
-    with pytest.raises(ManifestError, match="hub") as info:
-        parse_manifest(entry(**overrides))
-    assert expected in str(info.value)
-
-
-_HOSTILE = st.text(alphabet=st.sampled_from(list("ab/.\\-_ \t\n?#%*~@0f")), max_size=12)
-_VALUE = st.one_of(
-    _HOSTILE,
-    st.integers(-2, 2**40),
-    st.booleans(),
-    st.lists(_HOSTILE, max_size=2),
-    st.sampled_from([SHA, BLOB]),
-)
-
-
-@settings(
-    max_examples=300 if os.environ.get("CI") else 100, derandomize=bool(os.environ.get("CI")), deadline=None
-)
-@given(
-    st.dictionaries(st.sampled_from(["path", "size", "sha256", "blob", "lfs", "x"]), _VALUE, max_size=6),
-    st.dictionaries(st.sampled_from(["repo", "commit", "ref", "type", "include", "downloader"]), _VALUE),
-)
-def test_any_hub_entry_is_parsed_or_refused_with_exit_2(record: dict, head: dict) -> None:
-    """Whatever a [[hub]] table holds, the parser returns assets or raises ManifestError, nothing else."""
-    import tomlkit
-
-    base = {"path": "a", "size": 1, "sha256": SHA, "blob": BLOB}
-    table = {"repo": "org/tiny", "commit": COMMIT, **head, "files": [{**base, **record}]}
-    try:
-        assets = parse_manifest(tomlkit.dumps({"hub": [table]}))
-    except ManifestError:
-        return
-    for asset in assets:  # what was accepted is safe to lay out and to serve
-        assert asset.path.startswith("hub/models--") and "\t" not in asset.name and ".." not in asset.path
-        records = serve_records(assets)
-        assert servefile.read(servefile.write(records)).refused == []  # the entrypoint reads them all
-
-
-def test_bad_manifests_exit_2_through_the_cli(tmp_path: Path) -> None:
-    manifest = tmp_path / "m.toml"
-    manifest.write_text(entry() + entry())
-    proc = bake("manifest", "--manifest", str(manifest))
-    assert proc.returncode == 2
-    assert f"org/tiny@{COMMIT}: pinned twice" in proc.stderr
-    assert "Traceback" not in proc.stderr
-
-
-def test_an_asset_may_not_use_the_hub_prefix() -> None:
-    text = f'[[asset]]\nname = "a"\npath = "hub/x"\nsha256 = "{SHA}"\nurls = ["https://example.org/x"]\n'
-    with pytest.raises(ManifestError, match="kept for"):
-        parse_manifest(text)
-
-
-def test_digest_covers_hub_entries_and_is_unchanged_without_them() -> None:
-    plain = f'[[asset]]\nname = "a"\npath = "a/x"\nsha256 = "{SHA}"\nurls = ["https://example.org/x"]\n'
-    assets = parse_manifest(plain)
-    listing = [{"path": "a/x", "sha256": SHA, "size": None}]
-    expected = hashlib.sha256(json.dumps(listing, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-    assert manifest_digest(assets) == expected
-    renamed = entry(files=f'[{{path = "renamed.json", size = 3, sha256 = "{SHA}", blob = "{BLOB}"}}]')
-    same_blobs = [manifest_digest(parse_manifest(plain + e)) for e in (entry(), renamed, entry(ref='"main"'))]
-    assert len(set(same_blobs)) == 3  # same blob bytes, different layouts: different digests
-    # The threshold cuts a Hub entry's files into units, so the index and whole images differ with it.
-    units = "[units]\nhub_file_threshold = 1\n"
-    assert manifest_digest(parse_manifest(units + plain + entry())) != same_blobs[0]
-    assert manifest_digest(parse_manifest(units + plain)) == expected  # no Hub entry: no difference
-
-
-def test_tree_listing_is_what_huggingface_hub_writes(tmp_path: Path) -> None:
-    from huggingface_hub._tree_cache import TreeCacheEntry, write_tree_cache
-
-    files = f'[{{path = "z.json", size = 3, sha256 = "{SHA}", blob = "{BLOB}"}}, ' + (
-        f'{{path = "a/w.bin", size = 9, sha256 = "{"d" * 64}", blob = "{"e" * 40}", lfs = true}}]'
-    )
-    (hub_entry,) = entries_of(entry(files=files))
-    write_tree_cache(
-        str(tmp_path),
-        COMMIT,
-        {
-            "z.json": TreeCacheEntry(size=3, blob_id=BLOB),
-            "a/w.bin": TreeCacheEntry(size=9, blob_id="e" * 40, lfs_sha256="d" * 64, lfs_size=9),
-        },
-    )
-    assert (tmp_path / "trees" / f"{COMMIT}.json").read_text() == layout.tree_json(hub_entry)
-
-
-def test_serve_records_follow_huggingface_hubs_precedence() -> None:
-    files = f'[{{path = "d/c.json", size = 3, sha256 = "{SHA}", blob = "{BLOB}"}}]'
-    records = serve_records(parse_manifest(entry(files=files, ref='"main"')))
-    locs = [r for r in records if isinstance(r, servefile.Loc)]
-    assert [(r.id, r.var, r.fallback) for r in locs] == [
-        ("hub.xdg", "XDG_CACHE_HOME", "$HOME/.cache"),
-        ("hub.home", "HF_HOME", "@hub.xdg"),
-        ("hub.legacy", "HUGGINGFACE_HUB_CACHE", "@hub.home"),
-        ("hub.0", "HF_HUB_CACHE", "@hub.legacy"),
-    ]
-    folder, ref = "models--org--tiny", hashlib.sha256(COMMIT.encode()).hexdigest()
-    (the_set,) = [r for r in records if isinstance(r, servefile.ServedSet)]
-    assert (the_set.consumer, the_set.state, the_set.root) == ("hub", ".locks/.bake", "hub")
-    assert the_set.bytes == 3 + 40 + len(
-        layout.tree_json(parse_manifest(entry(files=files))[-1].hub.entries[0])
-    )
-    # A blob is held by node storage only; the ref (and tree listing) by both views, copied.
-    assert servefile.File("hub", "copied", f"{folder}/blobs/{BLOB}", 3, SHA) in records
-    assert servefile.File("hub", "both", f"{folder}/refs/main", 40, ref) in records
-    assert servefile.Place("hub", "copy", f"hub/{folder}/refs/main", f"{folder}/refs/main") in records
-    # Every file of the commit is baked: the linked view links its snapshot directory whole.
-    snapshot = f"{folder}/snapshots/{COMMIT}"
-    assert servefile.Place("hub", "link", f"hub/{snapshot}", snapshot) in records
-    assert servefile.Link("hub", f"{snapshot}/d/c.json", f"../../../blobs/{BLOB}") in records
-    assert servefile.Dir("hub", "copied", f"{snapshot}/d") in records
-    assert servefile.read(servefile.write(records)).refused == []
-    plain = f'[[asset]]\nname = "a"\npath = "a/x"\nsha256 = "{SHA}"\nurls = ["https://e.org/x"]\n'
-    assert serve_records(parse_manifest(plain)) == []
-
-
-def test_a_narrowed_commit_is_linked_file_by_file() -> None:
-    files = f'[{{path = "d/c.json", size = 3, sha256 = "{SHA}", blob = "{BLOB}"}}]'
-    records = serve_records(parse_manifest(entry(files=files, include='["d/*"]')))
-    snapshot = f"models--org--tiny/snapshots/{COMMIT}"
-    assert servefile.Place("hub", "tree", f"hub/{snapshot}", snapshot) in records
-    assert servefile.Dir("hub", "both", f"{snapshot}/d") in records
-    assert not any(isinstance(r, servefile.File) and "/trees/" in r.name for r in records)
 
 
 # -- bake add ------------------------------------------------------------------

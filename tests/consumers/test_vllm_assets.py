@@ -9,7 +9,6 @@ download; where vLLM's classes fetch a file from, bake's harvest and manifest ch
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 from collections.abc import Callable
@@ -21,25 +20,11 @@ from bake import consumers
 from bake.consumers import vllm_assets
 from bake.manifest import load_manifest, parse_manifest
 from tests.assets import VLLM_BUCKET, VLLM_RELEASE
-from tests.mirror import Mirror
 from tests.runners import REPO, bake
 from tests.serve import sealed
-from tests.vllm_site import make_site, probe, released
+from tests.vllm_site import FILES, IMAGE, IMAGE_URL, SPECS, URLS, make_site, probe, released, sha256
 
 pytestmark = pytest.mark.timeout(300)
-
-IMAGE = b"a stop sign, as jpeg bytes\n" * 64
-AUDIO = b"a winning call, as ogg bytes\n" * 64
-EMBEDS = b"llava image embeddings\n" * 64
-IMAGE_URL = f"{VLLM_BUCKET}vision_model_images/stop_sign.jpg"
-AUDIO_URL = f"{VLLM_BUCKET}multimodal_asset/winning_call.ogg"
-FILES = {"vllm_public_assets/stop_sign.jpg": IMAGE, "vllm_public_assets/winning_call.ogg": AUDIO}
-URLS = {"vllm_public_assets/stop_sign.jpg": IMAGE_URL, "vllm_public_assets/winning_call.ogg": AUDIO_URL}
-SPECS = {"image:stop_sign:jpg": "stop_sign.jpg", "audio:winning_call": "winning_call.ogg"}
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -137,17 +122,6 @@ def test_without_vllm_the_naming_rule_still_drops_the_prefix() -> None:
     assert consumer.url_for_cached("stop_sign.jpg") is None  # no class to ask: the manifest names it
 
 
-@pytest.mark.parametrize("manifest", ["docker/assets.toml", "tests/image/assets.toml"])
-def test_a_manifest_that_bakes_none_of_vllms_assets_is_served_as_before(manifest: str) -> None:
-    """A new built-in writes records only for files it owns: bake.serve is what it was without it."""
-    assets = load_manifest(REPO / manifest)
-    files = [a for a in assets if not a.path.startswith("vllm_public_assets/")]
-    table = assets.consumers()
-    before = [c for c in table if not isinstance(c, consumers.VllmAssets)]
-    assert len(before) == len(table) - 1
-    assert consumers.serve_text(table, files) == consumers.serve_text(before, files)
-
-
 # --- manifest rules: `bake manifest check` ------------------------------------------------
 
 
@@ -232,29 +206,6 @@ def test_manifest_check_without_vllm_has_no_table_to_compare(tmp_path: Path) -> 
 
 
 # --- `bake add`: the entry from the bucket URL alone -----------------------------------------
-
-
-def test_add_writes_the_path_vllm_reads_with_no_path_option(mirror: Mirror, tmp_path: Path) -> None:
-    mirror.add("/bucket/vision_model_images/stop_sign.jpg", IMAGE)
-    mirror.add("/bucket/vision_model_images/stop_sign.pt", EMBEDS)
-    manifest = tmp_path / "assets.toml"
-    for suffix in ("jpg", "pt"):
-        result = bake(
-            "add", f"{VLLM_BUCKET}vision_model_images/stop_sign.{suffix}", "--group", "vllm",
-            "--manifest", manifest, "--cache-dir", tmp_path / "cache",
-            "--mirror", f"{VLLM_BUCKET}={mirror.url('/bucket/')}", "--no-origin", "--timeout", "5",
-        )  # fmt: skip
-        assert result.returncode == 0, result.stderr
-    assets = load_manifest(manifest)
-    assert [(a.name, a.path, a.sha256, a.urls) for a in assets] == [
-        ("stop_sign.jpg", "vllm_public_assets/stop_sign.jpg", sha256(IMAGE), (IMAGE_URL,)),
-        (
-            "stop_sign.pt",
-            "vllm_public_assets/stop_sign.pt",
-            sha256(EMBEDS),
-            (f"{VLLM_BUCKET}vision_model_images/stop_sign.pt",),
-        ),
-    ]
 
 
 # --- `bake doctor`: vLLM's own envs.py where vLLM is installed, the rule otherwise ----------
