@@ -1,6 +1,7 @@
-"""Hub repositories as assets, end to end: `bake add hf://…`, both downloaders, huggingface_hub offline.
+"""Hub repositories as assets, end to end: pinned by `bake add hf://…`, fetched by both downloaders, read by
+huggingface_hub offline.
 
-The [[hub]] schema and the cache layout have their own tests in tests/hub/.
+The [[hub]] schema and the cache layout are tested in tests/hub/, `bake add hf://…` in tests/add/.
 
 Everything runs against tests/hub_server.py, a loopback Hub with a separate CDN
 origin, driven by huggingface_hub itself (HF_ENDPOINT), never mocked. The offline
@@ -16,72 +17,15 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bake.manifest import parse_manifest
-from tests.hub.conftest import entries_of
-from tests.hub_server import LoopbackHub
+from tests.hub_server import CONFIG, LFS_DATA, TOKEN, LoopbackHub
+from tests.hub_server import bake_add as add
 from tests.isolation import NETWORK_ENV
 from tests.runners import bake
-
-TOKEN = "hf_bakeTestToken0123456789abcdefXYZ"
-CONFIG = b'{"model_type": "bert", "hidden_size": 8}\n'
-LFS_DATA = hashlib.sha256(b"weights").digest() * (64 * 1024)  # 2 MiB, served by the CDN
-PRELUDE = '# site manifest: comments, order and spacing must survive `bake add`\n\n[[asset]]\nname = "x"\n'
-
-
-def _prelude_asset() -> str:
-    data_sha = hashlib.sha256(b"x").hexdigest()
-    return (
-        PRELUDE
-        + f'path = "other/x.bin"\nsha256 = "{data_sha}"   # keep me\nurls = ["file:///nonexistent/x.bin"]\n'
-    )
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackHub]:
-    server = LoopbackHub(tmp_path_factory.mktemp("hub"))
-    server.commit("org/old", {"config.json": b"{}\n"}, ref=None)
-    server.commit(
-        "org/tiny",
-        {
-            "config.json": CONFIG,
-            "tokenizer/vocab.txt": b"[PAD]\n[UNK]\nhello\n",
-            "same.json": CONFIG,  # one blob behind two snapshot files
-            "model.safetensors": (LFS_DATA, True),
-        },
-        ref="main",
-    )
-    server.commit(
-        "org/gated", {"config.json": b'{"gated": true}\n', "w.bin": (LFS_DATA[:65536], True)}, token=TOKEN
-    )
-    server.commit("org/table", {"data/train.csv": b"a,b\n1,2\n", "README.md": b"# ds\n"}, kind="dataset")
-    with server:
-        yield server
-
-
-@pytest.fixture
-def env(hub: LoopbackHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """The environment of every bake call: the loopback Hub, and caches inside tmp_path."""
-    for var in (*NETWORK_ENV, "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE"):
-        monkeypatch.delenv(var, raising=False)
-    return {
-        "HF_ENDPOINT": hub.endpoint,
-        "XDG_CACHE_HOME": str(tmp_path / "xdg"),
-        "HF_HOME": str(tmp_path / "hf-home"),
-        "HF_HUB_DISABLE_XET": "1",
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-    }
-
-
-def add(manifest: Path, env: dict, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = bake("add", *args, "--manifest", str(manifest), env=env)
-    if ok:
-        assert proc.returncode == 0, proc.stderr
-    return proc
 
 
 def fetch_and_seal(manifest: Path, dest: Path, env: dict, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -114,93 +58,6 @@ def set_downloader(manifest: Path, downloader: str) -> None:
     if downloader != "bake":
         text = text.replace('commit = "', f'downloader = "{downloader}"\ncommit = "')
     manifest.write_text(text)
-
-
-# -- bake add ------------------------------------------------------------------
-
-
-def test_add_resolves_the_branch_and_records_every_file(hub: LoopbackHub, env: dict, tmp_path: Path) -> None:
-    manifest = tmp_path / "assets.toml"
-    manifest.write_text(_prelude_asset())
-    before = hub.stats()
-    add(manifest, env, "hf://org/tiny@main")
-    text = manifest.read_text()
-    assert text.startswith(_prelude_asset()), "the rest of the manifest must keep every byte"
-    (entry_,) = entries_of(text)
-    assert entry_.commit == hub.repos[("model", "org/tiny")]["refs"]["main"] and entry_.ref == "main"
-    by_path = {f.path: f for f in entry_.files}
-    assert set(by_path) == {"config.json", "tokenizer/vocab.txt", "same.json", "model.safetensors"}
-    assert (
-        by_path["model.safetensors"].lfs
-        and by_path["model.safetensors"].sha256 == hashlib.sha256(LFS_DATA).hexdigest()
-    )
-    assert (
-        by_path["config.json"].sha256 == hashlib.sha256(CONFIG).hexdigest() and not by_path["config.json"].lfs
-    )
-    # LFS hashes come from the Hub: adding never downloads the big file.
-    assert hub.stats().get("cdn bytes", 0) == before.get("cdn bytes", 0)
-
-
-def test_add_follows_the_paged_listing(hub: LoopbackHub, env: dict, tmp_path: Path) -> None:
-    """The tree listing comes a page at a time (1,000 entries on the Hub); every page is read, once."""
-    files = {f"d{i % 2}/f{i}.txt": b"%d\n" % i for i in range(5)}
-    hub.commit("org/paged", files)
-    hub.hostile("org/paged", page_size=2)  # honest answers, small pages
-    before = hub.stats()
-    manifest = tmp_path / "assets.toml"
-    add(manifest, env, "hf://org/paged")
-    (entry_,) = entries_of(manifest.read_text())
-    assert sorted(f.path for f in entry_.files) == sorted(files)
-    tree = [k for k in hub.stats() if k.startswith("hub GET /api/models/org/paged/tree/")]
-    pages = sum(hub.stats()[k] - before.get(k, 0) for k in tree)
-    assert pages == 4, "2 directories and 5 files, 2 entries a page: 4 pages, each asked for once"
-
-
-def test_add_with_patterns_a_commit_and_a_dataset(hub: LoopbackHub, env: dict, tmp_path: Path) -> None:
-    manifest = tmp_path / "assets.toml"
-    commit = hub.repos[("model", "org/tiny")]["refs"]["main"]
-    add(
-        manifest,
-        env,
-        f"hf://org/tiny@{commit}",
-        "--include",
-        "*.json",
-        "--exclude",
-        "same.*",
-        "--group",
-        "vllm",
-    )
-    add(manifest, env, "hf://org/table", "--repo-type", "dataset")
-    entries = sorted(entries_of(manifest.read_text()), key=lambda e: e.kind, reverse=True)
-    assert [f.path for f in entries[0].files] == ["config.json"] and entries[0].ref is None
-    assert entries[0].groups == ("vllm",) and not entries[0].whole_repo
-    assert entries[1].kind == "dataset" and [f.path for f in entries[1].files] == [
-        "README.md",
-        "data/train.csv",
-    ]
-
-
-@pytest.mark.parametrize(
-    ("args", "code", "message"),
-    [
-        (["hf://org/nope"], 3, "refused the repository"),
-        (["hf://org/tiny@no-such-branch"], 3, "does not know that commit"),
-        (["hf://org/gated"], 3, "set HF_TOKEN or HF_TOKEN_FILE"),
-        (["hf://datasets/org/table", "--repo-type", "model"], 2, "drop one of them"),
-        (["hf://org/tiny", "--sha256", "0" * 64], 2, "--sha256 is for one file"),
-        (["hf://org/tiny/config.json", "--include", "*.json"], 2, "--include is for hf://ORG/REPO"),
-        (["hf://org/tiny"], 2, "pinned twice"),
-    ],
-)
-def test_add_failures_write_nothing(
-    args: list[str], code: int, message: str, env: dict, tmp_path: Path
-) -> None:
-    manifest = tmp_path / "assets.toml"
-    add(manifest, env, "hf://org/tiny")
-    before = manifest.read_bytes()
-    proc = add(manifest, env, *args, ok=False)
-    assert (proc.returncode, manifest.read_bytes()) == (code, before), proc.stderr
-    assert message in proc.stderr and "Traceback" not in proc.stderr
 
 
 # -- fetch, seal, and huggingface_hub offline ----------------------------------

@@ -1,6 +1,5 @@
-"""bake.add.hub_api without a Hub: every field of a listing entry checked before it is used.
-
-The listing read page by page from a (loopback) Hub is tested in tests/test_hub.py.
+"""bake.add.hub_api: every field of a listing entry checked before it is used, and a listing read page by
+page from a loopback Hub (tests/hub_server.py).
 """
 
 from __future__ import annotations
@@ -12,6 +11,9 @@ import pytest
 from bake.add import hub_api
 from bake.errors import FetchError
 from bake.fetch.options import FetchOptions
+from tests.hub.conftest import entries_of
+from tests.hub_server import LoopbackHub
+from tests.hub_server import bake_add as add
 
 COMMIT = "a" * 40
 BLOB = "c" * 40
@@ -91,3 +93,18 @@ def test_a_bad_field_is_refused_naming_the_repository_and_the_field(
     message = str(info.value)
     assert message.startswith(f"hf://org/tiny@{COMMIT}") and field in message, message
     assert "Nothing was downloaded or written" in message
+
+
+def test_add_follows_the_paged_listing(hub: LoopbackHub, env: dict, tmp_path: Path) -> None:
+    """The tree listing comes a page at a time (1,000 entries on the Hub); every page is read, once."""
+    files = {f"d{i % 2}/f{i}.txt": b"%d\n" % i for i in range(5)}
+    hub.commit("org/paged", files)
+    hub.hostile("org/paged", page_size=2)  # honest answers, small pages
+    before = hub.stats()
+    manifest = tmp_path / "assets.toml"
+    add(manifest, env, "hf://org/paged")
+    (entry_,) = entries_of(manifest.read_text())
+    assert sorted(f.path for f in entry_.files) == sorted(files)
+    tree = [k for k in hub.stats() if k.startswith("hub GET /api/models/org/paged/tree/")]
+    pages = sum(hub.stats()[k] - before.get(k, 0) for k in tree)
+    assert pages == 4, "2 directories and 5 files, 2 entries a page: 4 pages, each asked for once"

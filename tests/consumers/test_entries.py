@@ -14,7 +14,7 @@ def test_builtins_are_the_contracts_shape() -> None:
         "hub": [
             "${HF_HUB_CACHE:-${HUGGINGFACE_HUB_CACHE:-${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/hub}}"
         ],
-        # vLLM's envs.py and base.py (tests/test_vllm_assets.py checks it against a release).
+        # vLLM's envs.py and base.py (tests/consumers/test_vllm_assets.py checks it against a release).
         "vllm_public_assets": [
             "${VLLM_ASSETS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm/assets}/vllm_public_assets"
         ],

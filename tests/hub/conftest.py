@@ -9,11 +9,7 @@ from bake.hub import schema
 from bake.manifest import parse_manifest
 
 COMMIT = "a" * 40
-
-
 SHA = "b" * 64
-
-
 BLOB = "c" * 40
 
 
