@@ -5,6 +5,8 @@ The rule (``bake.consumers.VllmAssets``, ``bake.consumers.vllm_assets``) is neve
 only the imports ``get_vllm_public_assets`` does not need stood in, and a download stand-in that
 records and refuses. Where bake serves a file, vLLM's own function must return it with no
 download; where vLLM's classes fetch a file from, bake's harvest and manifest check must say.
+Only the module's own small parts (a bucket URL's prefix and file, an asset class's names) are
+also tested alone, on made-up classes.
 """
 
 from __future__ import annotations
@@ -122,6 +124,47 @@ def test_without_vllm_the_naming_rule_still_drops_the_prefix() -> None:
     assert consumer.url_for_cached("stop_sign.jpg") is None  # no class to ask: the manifest names it
 
 
+# --- the module's own parts, no vLLM needed ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        (IMAGE_URL, ("vision_model_images", "stop_sign.jpg")),
+        (f"{VLLM_BUCKET}multimodal_asset/sub/winning_call.ogg", ("multimodal_asset/sub", "winning_call.ogg")),
+        (f"{VLLM_BUCKET}stop_sign.jpg", ("", "stop_sign.jpg")),
+        (f"{IMAGE_URL}?versionId=1", None),
+        (f"{IMAGE_URL}#x", None),
+        (f"{VLLM_BUCKET}vision_model_images/", None),
+        (f"{VLLM_BUCKET}vision_model_images/..", None),
+        ("https://example.org/vision_model_images/stop_sign.jpg", None),
+    ],
+)
+def test_a_bucket_url_names_its_prefix_and_file(url: str, expected: tuple[str, str] | None) -> None:
+    assert vllm_assets.bucket_file(url) == expected
+
+
+def test_an_asset_class_asks_for_its_names_with_its_suffixes() -> None:
+    audio = vllm_assets.AssetClass(
+        "AudioAsset", "multimodal_asset", ("winning_call", "mary_had_lamb"), (".ogg",)
+    )
+    image = vllm_assets.AssetClass("ImageAsset", "vision_model_images", ("stop_sign",), None)
+    names = ("winning_call.ogg", "winning_call.wav", "other.ogg", "winning_call")
+    assert [audio.asks_for(n) for n in names] == [True, False, False, False]
+    assert (
+        image.asks_for("stop_sign.jpg") and image.asks_for("stop_sign.pt") and not image.asks_for("stop_sign")
+    )
+    lib = vllm_assets.Installed(
+        "0.0", Path("envs.py"), VLLM_BUCKET.rstrip("/"), "vllm_public_assets", (audio, image)
+    )
+    assert lib.classes_for("stop_sign.jpg") == [image] and lib.classes_for("notes.txt") == []
+    assert lib.url(image, "stop_sign.jpg") == IMAGE_URL
+    assert lib.describe() == (
+        "AudioAsset <name>.ogg under multimodal_asset/ (winning_call, mary_had_lamb); "
+        "ImageAsset <name>.<ext> under vision_model_images/ (stop_sign)"
+    )
+
+
 # --- manifest rules: `bake manifest check` ------------------------------------------------
 
 
@@ -203,9 +246,6 @@ def test_manifest_check_without_vllm_has_no_table_to_compare(tmp_path: Path) -> 
     result = bake("manifest", "check", "--manifest", manifest)
     assert result.returncode == 0 and result.stdout == ""
     assert "vllm" in result.stderr and "nothing was checked" in result.stderr
-
-
-# --- `bake add`: the entry from the bucket URL alone -----------------------------------------
 
 
 # --- `bake doctor`: vLLM's own envs.py where vLLM is installed, the rule otherwise ----------
