@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hub_server import LoopbackHub, tiny_hub
 from tests.image import fail_or_skip
 from tests.isolation import NETWORK_ENV
 from tests.mirror import Mirror
@@ -67,3 +68,24 @@ def auth_registry(engine: None, tmp_path: Path) -> Iterator[AuthRegistry]:
         fail_or_skip(str(exc))
     yield registry
     registry.__exit__()
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackHub]:
+    """A started loopback Hub holding the Hub tests' repositories (tests.hub_server.tiny_hub), per module."""
+    with tiny_hub(tmp_path_factory.mktemp("hub")) as server:
+        yield server
+
+
+@pytest.fixture
+def env(hub: LoopbackHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The environment of every bake call: the loopback Hub, and caches inside tmp_path."""
+    for var in (*NETWORK_ENV, "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    return {
+        "HF_ENDPOINT": hub.endpoint,
+        "XDG_CACHE_HOME": str(tmp_path / "xdg"),
+        "HF_HOME": str(tmp_path / "hf-home"),
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }

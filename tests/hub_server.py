@@ -55,6 +55,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from tests.loopback import LoopbackServer
+from tests.runners import bake
 
 CHUNK = 256 * 1024
 PAGE_SIZE = 1000  # tree entries per page, as the Hub serves them without expand
@@ -561,6 +562,41 @@ class LoopbackHub:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# The repositories the Hub tests pin and fetch (tests/test_hub.py, tests/add/): the conftest's ``hub``.
+TOKEN = "hf_bakeTestToken0123456789abcdefXYZ"
+CONFIG = b'{"model_type": "bert", "hidden_size": 8}\n'
+LFS_DATA = hashlib.sha256(b"weights").digest() * (64 * 1024)  # 2 MiB, served by the CDN
+
+
+def tiny_hub(root: Path) -> LoopbackHub:
+    """A LoopbackHub (not started) holding org/old, org/tiny (an LFS file), org/gated (TOKEN), org/table."""
+    server = LoopbackHub(root)
+    server.commit("org/old", {"config.json": b"{}\n"}, ref=None)
+    server.commit(
+        "org/tiny",
+        {
+            "config.json": CONFIG,
+            "tokenizer/vocab.txt": b"[PAD]\n[UNK]\nhello\n",
+            "same.json": CONFIG,  # one blob behind two snapshot files
+            "model.safetensors": (LFS_DATA, True),
+        },
+        ref="main",
+    )
+    server.commit(
+        "org/gated", {"config.json": b'{"gated": true}\n', "w.bin": (LFS_DATA[:65536], True)}, token=TOKEN
+    )
+    server.commit("org/table", {"data/train.csv": b"a,b\n1,2\n", "README.md": b"# ds\n"}, kind="dataset")
+    return server
+
+
+def bake_add(manifest: Path, env: dict, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    """``bake add ARGS --manifest MANIFEST`` in ``env``; with ``ok``, the test fails unless it exits 0."""
+    proc = bake("add", *args, "--manifest", str(manifest), env=env)
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
 
 
 def main(argv: list[str] | None = None) -> int:

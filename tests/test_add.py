@@ -11,8 +11,11 @@ import pytest
 from bake import add, consumers, manifest
 from bake.asset import Asset
 from bake.errors import UsageError
+from bake.manifest import load_manifest
+from tests.assets import VLLM_BUCKET
 from tests.mirror import Mirror, http_error, truncate
 from tests.runners import bake
+from tests.vllm_site import IMAGE, IMAGE_URL, sha256
 
 DATA = bytes(range(256)) * 4096  # 1 MiB
 SHA = hashlib.sha256(DATA).hexdigest()
@@ -255,3 +258,29 @@ def test_render_entry_is_what_the_manifest_reads_back() -> None:
 def test_derive_name_refuses_a_nameless_url() -> None:
     with pytest.raises(UsageError, match="--name"):
         add.derive_name("https://x.org/", "data/0123456789abcdef0123456789abcdef01234567")
+
+
+EMBEDS = b"llava image embeddings\n" * 64
+
+
+def test_add_writes_the_path_vllm_reads_with_no_path_option(mirror: Mirror, tmp_path: Path) -> None:
+    mirror.add("/bucket/vision_model_images/stop_sign.jpg", IMAGE)
+    mirror.add("/bucket/vision_model_images/stop_sign.pt", EMBEDS)
+    manifest = tmp_path / "assets.toml"
+    for suffix in ("jpg", "pt"):
+        result = bake(
+            "add", f"{VLLM_BUCKET}vision_model_images/stop_sign.{suffix}", "--group", "vllm",
+            "--manifest", manifest, "--cache-dir", tmp_path / "cache",
+            "--mirror", f"{VLLM_BUCKET}={mirror.url('/bucket/')}", "--no-origin", "--timeout", "5",
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+    assets = load_manifest(manifest)
+    assert [(a.name, a.path, a.sha256, a.urls) for a in assets] == [
+        ("stop_sign.jpg", "vllm_public_assets/stop_sign.jpg", sha256(IMAGE), (IMAGE_URL,)),
+        (
+            "stop_sign.pt",
+            "vllm_public_assets/stop_sign.pt",
+            sha256(EMBEDS),
+            (f"{VLLM_BUCKET}vision_model_images/stop_sign.pt",),
+        ),
+    ]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from bake import consumers
 from bake.consumers import HUB_CACHE as CACHE
 from bake.consumers import HUB_CHAIN_IDS as CHAIN_IDS
 from bake.locations import Location
@@ -86,3 +88,32 @@ def test_nesting_follows_every_fallback(location: str, inside: bool) -> None:
     from bake.locations import parse_location
 
     assert parse_location(location, "test").nests_with(CACHE) is inside
+
+
+def test_relative_xdg_resolves_against_cwd(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (location,) = consumers.S3Tokenizer().locations
+    assert location.resolve({"XDG_CACHE_HOME": "rel"}) == tmp_path / "rel/s3tokenizer"
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        pytest.param({"XDG_CACHE_HOME": "/x", "HOME": "/h"}, "/x/s3tokenizer", id="set"),
+        # s3tokenizer's os.getenv("XDG_CACHE_HOME", default) takes "" as a path: the working directory.
+        # The entrypoint never serves there; it exports XDG_CACHE_HOME with the default it served.
+        pytest.param({"XDG_CACHE_HOME": "", "HOME": "/h"}, f"{os.getcwd()}/s3tokenizer", id="empty-is-cwd"),
+        pytest.param({"HOME": "/h"}, "/h/.cache/s3tokenizer", id="unset"),
+    ],
+)
+def test_under_location_falls_back_to_its_default(environ: dict, expected: str) -> None:
+    (location,) = consumers.S3Tokenizer().locations
+    assert location.resolve(environ) == Path(expected)
+
+
+def test_unset_home_falls_back_to_the_password_database() -> None:
+    import pwd
+
+    (location,) = consumers.S3Tokenizer().locations
+    home = pwd.getpwuid(os.getuid()).pw_dir
+    assert location.resolve({}) == Path(home, ".cache/s3tokenizer")

@@ -19,7 +19,32 @@ from pathlib import Path
 
 import pytest
 
-from tests.assets import VLLM_RELEASE, VLLM_RULE_FILES, vllm_release
+from tests.assets import VLLM_BUCKET, VLLM_RELEASE, VLLM_RULE_FILES, sha256, vllm_release
+
+# sha256 is the suites' one hash helper, named here too for the tests of vLLM's assets.
+__all__ = [
+    "AUDIO",
+    "AUDIO_URL",
+    "FILES",
+    "IMAGE",
+    "IMAGE_URL",
+    "SPECS",
+    "URLS",
+    "make_site",
+    "probe",
+    "released",
+    "sha256",
+]
+
+# Two of vLLM's public test assets (made-up bytes), where bake bakes them and where vLLM fetches them;
+# SPECS asks PROBE for each through its asset class.
+IMAGE = b"a stop sign, as jpeg bytes\n" * 64
+AUDIO = b"a winning call, as ogg bytes\n" * 64
+IMAGE_URL = f"{VLLM_BUCKET}vision_model_images/stop_sign.jpg"
+AUDIO_URL = f"{VLLM_BUCKET}multimodal_asset/winning_call.ogg"
+FILES = {"vllm_public_assets/stop_sign.jpg": IMAGE, "vllm_public_assets/winning_call.ogg": AUDIO}
+URLS = {"vllm_public_assets/stop_sign.jpg": IMAGE_URL, "vllm_public_assets/winning_call.ogg": AUDIO_URL}
+SPECS = {"image:stop_sign:jpg": "stop_sign.jpg", "audio:winning_call": "winning_call.ogg"}
 
 # A loader the probe never calls: the asset classes import it, get_vllm_public_assets does not need it.
 _UNUSED = "\n\ndef {}(*args, **kwargs):\n    raise RuntimeError('a stand-in: bake tests never load assets')\n"

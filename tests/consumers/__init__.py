@@ -1,0 +1,1 @@
+"""Tests of the consumer table, one module per module of bake/consumers/."""
