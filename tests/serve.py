@@ -262,11 +262,13 @@ def new_box(shell: Shell, make_assets: AssetMaker) -> Box:
     return Box(root, shell, assets, home, tmp, root / "bin")
 
 
-def shell_and_box(make_assets: AssetMaker, mount: str) -> tuple[Callable[..., Shell], Callable[..., Box]]:
+def shell_and_box(
+    make_assets: AssetMaker, mount: str | None = None
+) -> tuple[Callable[..., Shell], Callable[..., Box]]:
     """The fixtures ``shell`` (each of SHELLS) and ``box`` (a new box on it, holding the tree
     ``make_assets`` lays out), for a test module to bind at its top:
     ``shell, box = shell_and_box(sealed(FILES, URLS), "volume")``. After each test the filesystem a
-    case mounted at ``box.root/mount`` is unmounted (lazily) and the box removed."""
+    case mounted at ``box.root/mount`` (where given) is unmounted (lazily) and the box removed."""
 
     @pytest.fixture(params=SHELLS, ids=lambda s: s.name)
     def shell(request: pytest.FixtureRequest) -> Shell:
@@ -276,7 +278,8 @@ def shell_and_box(make_assets: AssetMaker, mount: str) -> tuple[Callable[..., Sh
     def box(shell: Shell) -> Iterator[Box]:
         made = new_box(shell, make_assets)
         yield made
-        subprocess.run(["umount", "-l", str(made.root / mount)], capture_output=True, check=False)
+        if mount is not None:
+            subprocess.run(["umount", "-l", str(made.root / mount)], capture_output=True, check=False)
         _remove(made.root)
 
     return shell, box

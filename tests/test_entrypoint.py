@@ -30,7 +30,6 @@ from tests.image import fail_or_skip
 from tests.serve import (
     SCRIPT,
     SETPRIV,
-    SHELLS,
     Box,
     Shell,
     content,
@@ -38,9 +37,9 @@ from tests.serve import (
     new_box,
     ready_lines,
     require,
-    resolved,
     sealed,
     sealed_hub,
+    shell_and_box,
     snapshot,
 )
 
@@ -71,17 +70,7 @@ URLS = {f"tiktoken/{sha1(url)}": url for url in (O200K_URL, CL100K_URL)}
 DECLARED = {"whisper": "${XDG_CACHE_HOME:-$HOME/.cache}/whisper", "nltk": "$NLTK_DATA"}
 
 
-@pytest.fixture(params=SHELLS, ids=lambda s: s.name)
-def shell(request: pytest.FixtureRequest) -> Shell:
-    return resolved(request.param)
-
-
-@pytest.fixture
-def box(shell: Shell) -> Iterator[Box]:
-    made = new_box(shell, sealed(ASSET_FILES, URLS, DECLARED))
-    yield made
-    subprocess.run(["umount", "-l", str(made.root / "mnt")], capture_output=True, check=False)
-    shutil.rmtree(made.root)
+shell, box = shell_and_box(sealed(ASSET_FILES, URLS, DECLARED), "mnt")
 
 
 # --- the contract's table, one location at a time ---------------------------------

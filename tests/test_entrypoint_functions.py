@@ -14,12 +14,11 @@ import re
 import shlex
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.serve import SCRIPT, SHELLS, Box, Shell, content, new_box, resolved, sealed
+from tests.serve import SCRIPT, Box, content, sealed, shell_and_box
 
 O200K = "fb374d419588a4632f3f557e76b4b70aebbca790"  # the SHA-1 of o200k_base's URL: tiktoken's name
 FILES = {
@@ -32,16 +31,7 @@ DECLARED = {"whisper": "${XDG_CACHE_HOME:-$HOME/.cache}/whisper"}
 CHECKPOINT = "speech_tokenizer_v3_25hz.onnx"
 
 
-@pytest.fixture(params=SHELLS, ids=lambda s: s.name)
-def shell(request: pytest.FixtureRequest) -> Shell:
-    return resolved(request.param)
-
-
-@pytest.fixture
-def box(shell: Shell) -> Iterator[Box]:
-    made = new_box(shell, sealed(FILES, URLS, DECLARED))
-    yield made
-    shutil.rmtree(made.root)
+shell, box = shell_and_box(sealed(FILES, URLS, DECLARED))
 
 
 def call(box: Box, body: str, **env: object) -> subprocess.CompletedProcess[str]:

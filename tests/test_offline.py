@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from tests.serve import (
     resolved,
     sealed,
     sealed_hub,
+    shell_and_box,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -59,16 +59,7 @@ def test_the_writer_refuses_a_switch_that_could_steer_the_shell(switch: offline.
         offline.write([switch])
 
 
-@pytest.fixture(params=SHELLS, ids=lambda s: s.name)
-def shell(request: pytest.FixtureRequest) -> Shell:
-    return resolved(request.param)
-
-
-@pytest.fixture
-def box(shell: Shell) -> Iterator[Box]:
-    made = new_box(shell, sealed(FILES, {VOCAB: O200K_URL}))
-    yield made
-    shutil.rmtree(made.root)
+shell, box = shell_and_box(sealed(FILES, {VOCAB: O200K_URL}))
 
 
 def test_offline_exports_the_switch_of_a_consumer_served_whole(box: Box) -> None:

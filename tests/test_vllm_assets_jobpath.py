@@ -19,8 +19,7 @@ from tests.pod import RUNNER as POD_RUNNER
 from tests.pod import install_entrypoint
 from tests.serve import Box, Shell, job_env, ready_lines, sealed, shell_and_box, snapshot
 from tests.test_entrypoint import mount, needs_root
-from tests.test_vllm_assets import FILES, SPECS, URLS, sha256
-from tests.vllm_site import make_site, probe
+from tests.vllm_site import FILES, SPECS, URLS, make_site, probe, sha256
 
 pytestmark = pytest.mark.timeout(180)
 

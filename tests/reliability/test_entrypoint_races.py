@@ -18,7 +18,6 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,15 +26,14 @@ from hypothesis import strategies as st
 
 from tests import nolock
 from tests.serve import (
-    SHELLS,
     AssetMaker,
     Box,
     Shell,
     content,
     job_env,
     new_box,
-    resolved,
     sealed,
+    shell_and_box,
     snapshot,
 )
 
@@ -64,16 +62,7 @@ def baked(files: dict[str, bytes]) -> AssetMaker:
     return sealed(files, {VOCAB: O200K_URL}, DECLARED)
 
 
-@pytest.fixture(params=SHELLS, ids=lambda s: s.name)
-def shell(request: pytest.FixtureRequest) -> Shell:
-    return resolved(request.param)
-
-
-@pytest.fixture
-def box(shell: Shell) -> Iterator[Box]:
-    made = new_box(shell, baked(FILES))
-    yield made
-    shutil.rmtree(made.root)
+shell, box = shell_and_box(baked(FILES))
 
 
 def start_all(box: Box, count: int, **env: object) -> list[tuple[int, str, str]]:

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from tests.hub_server import LoopbackHub
-from tests.isolation import NETWORK_ENV
 
 from . import MIB, SUMMARY, bake, bake_command, cli_env, error_text, files_under
 
@@ -34,19 +33,11 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackHub]:
 
 
 @pytest.fixture
-def env(hub: LoopbackHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    for var in (*NETWORK_ENV, "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE"):
-        monkeypatch.delenv(var, raising=False)
+def env(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """tests/conftest.py's, with temporary directories inside tmp_path too: a climb out of one lands
+    there, not in /."""
     (tmp_path / "tmp").mkdir()
-    return {
-        # Temporary directories too stay inside tmp_path, so a climb out of one lands there, not in /.
-        "TMPDIR": str(tmp_path / "tmp"),
-        "HF_ENDPOINT": hub.endpoint,
-        "XDG_CACHE_HOME": str(tmp_path / "xdg"),
-        "HF_HOME": str(tmp_path / "hf-home"),
-        "HF_HUB_DISABLE_XET": "1",
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-    }
+    return {"TMPDIR": str(tmp_path / "tmp"), **env}
 
 
 def new_repo(hub: LoopbackHub, request: pytest.FixtureRequest, files: dict | None = None) -> tuple[str, str]:
