@@ -9,13 +9,12 @@ import threading
 import pytest
 
 from bake.errors import DownloadError
+from bake.fetch import hub_download_client  # needs huggingface_hub, a [test] dependency: missing is a failure
 from bake.fetch.clock import Clock
 from bake.fetch.failures import Cancelled
 from bake.fetch.hub_download import Guard, HubFile
 from tests.fetch.conftest import KIB, blob
 from tests.mirror import Mirror, http_error, reset, stall
-
-hub_download_client = pytest.importorskip("bake.fetch.hub_download_client")  # needs huggingface_hub
 
 
 class Attempt:

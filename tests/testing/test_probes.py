@@ -90,7 +90,6 @@ def hub_cache(tmp_path: Path) -> Path:
 
 
 def test_hub_resolves_a_baked_repository_offline_and_names_missing_files(hub_cache: Path) -> None:
-    pytest.importorskip("huggingface_hub")
     repo = {
         "repo_id": "org/tiny",
         "repo_type": "model",
