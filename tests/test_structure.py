@@ -1,7 +1,8 @@
 """The package's shape: imports only downward (values first), no package importing one that imports it
 back, an engine that loads no parser, a bench that imports no test, no class or function past its size
-limit, docstrings that name only files that exist, a README short enough to read, and tests that
-mirror the package (a test file for each module of 50 lines or more, named after it).
+limit, docstrings that name only files that exist, a README short enough to read, tests that mirror
+the package (a test file for each module of 50 lines or more, named after it, none named for a review),
+no module named for a vague role, and fetch attempts built from one context object.
 
 The import checks walk the source with ``ast``, so imports under TYPE_CHECKING and
 inside functions count as much as those at the top of a module.
@@ -526,3 +527,36 @@ def test_no_test_file_is_named_for_a_review_round_or_finding() -> None:
         if _NAMED_FOR_A_REVIEW.search(p.stem)
     )
     assert named == []
+
+
+def _attempt_classes() -> list[type]:
+    import bake.fetch  # noqa: F401 (the HTTP and file attempts)
+    import bake.fetch.hub_download  # noqa: F401 (the Hub's, loaded only when a Hub asset is fetched)
+    from bake.fetch.attempt import Attempt
+
+    found, todo = [], [Attempt]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def test_fetch_attempts_take_one_context_and_hooks_by_keyword() -> None:
+    """An attempt is built from one AttemptContext (its options after a ``*``); hooks are named."""
+    import dataclasses
+    import inspect
+
+    from bake.fetch.attempt import AttemptContext, AttemptHooks
+
+    classes = _attempt_classes()
+    assert {cls.__name__ for cls in classes} >= {"HttpAttempt", "FileAttempt", "HubAttempt"}, classes
+    for cls in classes:
+        positional = [
+            p.name
+            for p in list(inspect.signature(cls.__init__).parameters.values())[1:]
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        assert positional == ["context"], f"{cls.__qualname__}: {positional}"
+    for record in (AttemptContext, AttemptHooks):
+        assert all(f.kw_only for f in dataclasses.fields(record)), record.__name__
