@@ -530,8 +530,8 @@ def test_no_test_file_is_named_for_a_review_round_or_finding() -> None:
 
 
 def _attempt_classes() -> list[type]:
-    import bake.fetch  # noqa: F401 (the HTTP and file attempts)
-    import bake.fetch.hub_download  # noqa: F401 (the Hub's, loaded only when a Hub asset is fetched)
+    # bake.fetch loads the HTTP and file attempts; the Hub's loads only when a Hub asset is fetched.
+    import bake.fetch.hub_download  # noqa: F401
     from bake.fetch.attempt import Attempt
 
     found, todo = [], [Attempt]
