@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import time
@@ -69,7 +70,12 @@ def _cost(profile: Profile, root: Path, assets: Path, bin_dir: Path, log_path: P
     vocab = next(p for p in production_files() if p.startswith("tiktoken/"))
     seeded = rs_cache / vocab.removeprefix("tiktoken/")
     if not seeded.is_file() or seeded.is_symlink():
-        raise BenchError(f"the earlier job did not seed {seeded} with a verified copy; see {log_path}")
+        hint = (
+            ""
+            if shutil.which("bake", path=env["PATH"])
+            else "; no `bake` on PATH for `bake seed`: put .venv/bin first"
+        )
+        raise BenchError(f"the earlier job did not seed {seeded} with a verified copy{hint}; see {log_path}")
 
     def once(name: str, line: str) -> float:
         t0 = time.perf_counter()
