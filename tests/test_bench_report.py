@@ -54,3 +54,20 @@ def test_the_performance_table_is_the_registrys(monkeypatch: pytest.MonkeyPatch)
     assert [(row[0], row[1], row[-1]) for row in rows] == [
         (str(m.number), m.name, m.target) for m in MEASURES
     ]
+
+
+def test_the_compare_table_names_each_row_from_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    from bench import compare
+    from bench.measures import MEASURES, MODES
+
+    (mode,) = [m for m in MODES if m.flag == "compare"]
+    result = {"old": "abc1234", "rounds": 3, "scale_files": 10_000}
+    for i, (key, _, _) in enumerate(compare.ROWS):
+        result[key] = {"unit": "ms", "old": 2.0, "new": 1.0 + i, "ratio": (1.0 + i) / 2.0}
+    rows = mode.table(result).splitlines()[4:]
+    names = {m.number: m.name for m in MEASURES}
+    assert len(rows) == len(compare.ROWS) == len({key for key, _, _ in compare.ROWS})
+    for row, (_, number, _) in zip(rows, compare.ROWS, strict=True):
+        assert row.startswith(f"| {names[number]}, ") and row.count(f"(measure {number})") == 1, row
+    assert [row for row in rows if "10,000 files, fresh" in row] != [], rows

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import statistics
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from bench.common import BENCH_MANIFEST, CHECKPOINT_MIRROR_PATH, MIB, REPO, Profile, log
@@ -82,23 +83,30 @@ def bench_compare(profile: Profile, old: str, work: Path, logs: Path) -> dict:
     return result
 
 
-def compare_table(result: dict) -> str:
-    """The comparison as a Markdown table: each measure's medians and new / old."""
+# Each row of the comparison: its key in the result, the registry's measure number, and what part of
+# that measure it is ("{files}": the most files measure 9 serves).
+ROWS = (
+    ("fetch", 1, "8 connections"),
+    ("entrypoint", 7, "served"),
+    ("entrypoint_unset", 7, "unset"),
+    ("runner_line", 10, "2 files"),
+    ("scale_fresh", 9, "{files} files, fresh"),
+    ("scale_served", 9, "{files} files, served"),
+)
+
+
+def compare_table(result: dict, names: Mapping[int, str]) -> str:
+    """The comparison as a Markdown table: each measure's medians and new / old, each row named by the
+    registry's ``names`` (measure number -> name)."""
     lines = [
         f"old = {result['old']}, new = this checkout; medians of {result['rounds']} interleaved rounds",
         "",
     ]
     lines += ["| measure | old | new | new / old |", "|---|---:|---:|---:|"]
-    names = {
-        "fetch": "cold fetch (measure 1)",
-        "entrypoint": "entrypoint, served",
-        "entrypoint_unset": "entrypoint, unset",
-        "runner_line": "runner line, 2 files (measure 10)",
-        "scale_fresh": f"entrypoint, {result['scale_files']:,} files, fresh (measure 9)",
-        "scale_served": f"entrypoint, {result['scale_files']:,} files, served (measure 9)",
-    }
-    for key, name in names.items():
+    files = f"{result['scale_files']:,}"
+    for key, number, part in ROWS:
         m = result[key]
+        name = f"{names[number]}, {part.format(files=files)} (measure {number})"
         lines.append(
             f"| {name} | {m['old']:.2f} {m['unit']} | {m['new']:.2f} {m['unit']} | {m['ratio']:.3f} |"
         )

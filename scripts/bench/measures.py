@@ -364,7 +364,7 @@ MODES = (
         "compare",
         "measures 1, 7, 10 (2 files) and 9 (its most files) on commit OLD and this checkout, in turn",
         (COMPARE,),
-        compare_table,
+        lambda result: compare_table(result, {m.number: m.name for m in MEASURES}),
         option={"metavar": "OLD"},
     ),
     Mode(
