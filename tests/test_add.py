@@ -12,10 +12,10 @@ from bake import add, consumers, manifest
 from bake.asset import Asset
 from bake.errors import UsageError
 from bake.manifest import load_manifest
-from tests.assets import VLLM_BUCKET
+from tests.assets import VLLM_BUCKET, sha256
 from tests.mirror import Mirror, http_error, truncate
 from tests.runners import bake
-from tests.vllm_site import IMAGE, IMAGE_URL, sha256
+from tests.vllm_site import IMAGE, IMAGE_URL
 
 DATA = bytes(range(256)) * 4096  # 1 MiB
 SHA = hashlib.sha256(DATA).hexdigest()

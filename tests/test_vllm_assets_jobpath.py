@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from tests import nolock
+from tests.assets import sha256
 from tests.pod import RUNNER as POD_RUNNER
 from tests.pod import install_entrypoint
 from tests.serve import Box, Shell, job_env, ready_lines, sealed, shell_and_box, snapshot
 from tests.test_entrypoint import mount, needs_root
-from tests.vllm_site import FILES, SPECS, URLS, make_site, probe, sha256
+from tests.vllm_site import FILES, SPECS, URLS, make_site, probe
 
 pytestmark = pytest.mark.timeout(180)
 

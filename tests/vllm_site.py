@@ -19,22 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.assets import VLLM_BUCKET, VLLM_RELEASE, VLLM_RULE_FILES, sha256, vllm_release
-
-# sha256 is the suites' one hash helper, named here too for the tests of vLLM's assets.
-__all__ = [
-    "AUDIO",
-    "AUDIO_URL",
-    "FILES",
-    "IMAGE",
-    "IMAGE_URL",
-    "SPECS",
-    "URLS",
-    "make_site",
-    "probe",
-    "released",
-    "sha256",
-]
+from tests.assets import VLLM_BUCKET, VLLM_RELEASE, VLLM_RULE_FILES, vllm_release
 
 # Two of vLLM's public test assets (made-up bytes), where bake bakes them and where vLLM fetches them;
 # SPECS asks PROBE for each through its asset class.

@@ -21,10 +21,10 @@ import pytest
 from bake import consumers
 from bake.consumers import vllm_assets
 from bake.manifest import load_manifest, parse_manifest
-from tests.assets import VLLM_BUCKET, VLLM_RELEASE
+from tests.assets import VLLM_BUCKET, VLLM_RELEASE, sha256
 from tests.runners import REPO, bake
 from tests.serve import sealed
-from tests.vllm_site import FILES, IMAGE, IMAGE_URL, SPECS, URLS, make_site, probe, released, sha256
+from tests.vllm_site import FILES, IMAGE, IMAGE_URL, SPECS, URLS, make_site, probe, released
 
 pytestmark = pytest.mark.timeout(300)
 
