@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from . import KIB, bake, blob, error_text, manifest_text, sha256
+from . import KIB, asset_entry, bake, blob, error_text, manifest_text
 
 DATA = blob(64 * KIB, "first-hour")
 
@@ -28,7 +28,7 @@ def assert_one_clean_error(proc: subprocess.CompletedProcess[str], code: int) ->
 
 
 def fetch_one(tmp_path: Path, url: str, *, size: int | None = len(DATA)) -> subprocess.CompletedProcess[str]:
-    entry = {"name": "model", "path": "data/model.bin", "sha256": sha256(DATA), "urls": [url]}
+    entry = asset_entry("model", "data/model.bin", DATA, url, size=False)
     if size is not None:
         entry["size"] = size
     target = tmp_path / "assets.toml"
@@ -39,7 +39,7 @@ def fetch_one(tmp_path: Path, url: str, *, size: int | None = len(DATA)) -> subp
 
 def write_manifest(tmp_path: Path, url: str, path: str = "data/model.bin") -> Path:
     target = tmp_path / "assets.toml"
-    target.write_text(manifest_text([{"name": "model", "path": path, "sha256": sha256(DATA), "urls": [url]}]))
+    target.write_text(manifest_text([asset_entry("model", path, DATA, url, size=False)]))
     return target
 
 
@@ -53,9 +53,8 @@ def fetched(tmp_path: Path, source: Path, path: str = "data/model.bin") -> tuple
 
 
 def failing_fetch(tmp_path: Path, source: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    good = {"name": "good", "path": "data/good.bin", "sha256": sha256(DATA), "urls": [source.as_uri()]}
-    gone = source.as_uri() + ".gone"
-    bad = {"name": "bad", "path": "data/bad.bin", "sha256": sha256(b"gone"), "urls": [gone]}
+    good = asset_entry("good", "data/good.bin", DATA, source.as_uri(), size=False)
+    bad = asset_entry("bad", "data/bad.bin", b"gone", source.as_uri() + ".gone", size=False)
     target = tmp_path / "assets.toml"
     target.write_text(manifest_text([good, bad]))
     return bake("fetch", "--manifest", target, "--dest", tmp_path / "dest", "--cache-dir", tmp_path / "c",
