@@ -13,8 +13,8 @@ import pytest
 from bake import fetch
 from bake.asset import Asset
 from bake.fetch import FetchOptions, fetch_assets
+from tests.runners import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 KIB = 1024
 MIB = 1024 * 1024
 
